@@ -1,0 +1,28 @@
+# The two set-up commands of the README: `make demo` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed-stamp
+
+.PHONY: demo test test-all bench clean
+
+$(STAMP): pyproject.toml constraints-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -c constraints-dev.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints-dev.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m "slow or not slow"
+
+bench: $(STAMP)
+	$(PY) bench/bench.py
+
+clean:
+	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out

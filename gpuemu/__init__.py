@@ -1,0 +1,41 @@
+"""gpuemu: catch GPU kernels that are silently wrong, without a GPU.
+
+Public API (imports are lazy, so ``import gpuemu`` stays cheap)::
+
+    gpuemu.fuzz(fn, op="softmax")        -> FuzzResult
+    gpuemu.reproduce("0x6f3a91")          -> Replay
+    gpuemu.ops.get("softmax")             -> OpSpec
+    gpuemu.Oracle, gpuemu.Verdict, gpuemu.Case
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "fuzz", "reproduce", "ops", "Oracle", "Verdict", "Case", "FuzzResult", "Failure",
+           "GpuemuError"]
+
+
+def __getattr__(name: str):
+    if name in ("fuzz", "reproduce", "FuzzResult", "Failure"):
+        # the module is fuzzer.py, not fuzz.py: a submodule named fuzz would shadow gpuemu.fuzz()
+        from . import fuzzer
+
+        return getattr(fuzzer, name)
+    if name in ("Oracle", "Verdict"):
+        from . import oracle
+
+        return getattr(oracle, name)
+    if name == "Case":
+        from .cases import Case
+
+        return Case
+    if name == "GpuemuError":
+        from .errors import GpuemuError
+
+        return GpuemuError
+    if name == "ops":
+        import importlib
+
+        return importlib.import_module(".ops", __name__)
+    raise AttributeError(f"module 'gpuemu' has no attribute {name!r}")

@@ -1,0 +1,438 @@
+"""Cases: (op, strategy, seed) -> a JSON-able :class:`Case` -> the exact input tensors.
+
+A case names everything about a call: dtype, dim sizes, batch dims, the layout of each argument, the
+value distribution and its resolved parameters, keyword arguments, and a 64-bit seed. The same case
+always yields the same tensor bytes (see :mod:`gpuemu.rng`), so a case JSON is a complete replay recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import ops
+from .errors import InvalidArgument
+from .rng import Rng, derive_seed, normal, raw_u64, uniform01
+
+SCHEMA_VERSION = 1
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_DTYPE_ALIASES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32",
+                  "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+                  "bf16": "bf16", "bfloat16": "bf16"}
+# largest finite value of each dtype; kernels compute fp16/bf16 in fp32
+_FMAX = {"fp32": 3.4028234663852886e38, "fp16": 65504.0, "bf16": 3.3895313892515355e38}
+_TINY = {"fp32": 1.1754943508222875e-38, "fp16": 6.103515625e-05, "bf16": 1.1754943508222875e-38}
+
+REGULAR_VALUES = ("normal", "uniform")
+BOUNDARY_VALUES = ("zeros", "ties", "tiny", "near_max")
+ADVERSARIAL_VALUES = ("large_spread", "cancellation", "spike")
+DISTRIBUTIONS = REGULAR_VALUES + BOUNDARY_VALUES + ADVERSARIAL_VALUES
+LAYOUTS = ("contiguous", "transposed", "strided", "offset", "none")
+SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial")
+
+GUARD = 16  # poison elements after every input's view: small overruns read NaN, not neighbours
+OFFSET = 3  # elements before the view in the "offset" layout
+_BOUNDARY_SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 31, 33, 47, 61, 63, 65, 97, 127, 129, 191, 255, 257,
+                   383, 509, 511, 513, 767, 1021, 1023, 1025)
+
+
+def canonical_dtype(name: str) -> str:
+    """'float16' -> 'fp16'; an unknown name raises InvalidArgument."""
+    try:
+        return _DTYPE_ALIASES[str(name).strip().lower()]
+    except KeyError:
+        raise InvalidArgument(f"dtype {name!r} is not supported; use fp32, fp16 or bf16") from None
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, DTYPES[canonical_dtype(name)])
+
+
+@dataclass(frozen=True)
+class Case:
+    """One fully described call of an op. ``to_dict()``/``from_dict()`` round-trip exactly."""
+
+    op: str
+    dtype: str
+    dims: Mapping[str, int]
+    seed: int
+    batch: tuple[int, ...] = ()
+    layouts: Mapping[str, str] = field(default_factory=dict)
+    values: str = "normal"
+    value_params: Mapping[str, float] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    strategy: str = "default"
+    shape_kind: str = "regular"
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "op": self.op,
+            "dtype": self.dtype,
+            "dims": dict(self.dims),
+            "batch": list(self.batch),
+            "layouts": dict(self.layouts),
+            "values": self.values,
+            "value_params": dict(self.value_params),
+            "kwargs": dict(self.kwargs),
+            "seed": self.seed,
+            "strategy": self.strategy,
+            "shape_kind": self.shape_kind,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Case":
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise InvalidArgument(f"case schema_version {d.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        try:
+            return cls(op=d["op"], dtype=canonical_dtype(d["dtype"]), dims={k: int(v) for k, v in d["dims"].items()},
+                       seed=int(d["seed"]), batch=tuple(int(b) for b in d.get("batch", ())),
+                       layouts=dict(d.get("layouts", {})), values=d.get("values", "normal"),
+                       value_params={k: float(v) for k, v in d.get("value_params", {}).items()},
+                       kwargs=dict(d.get("kwargs", {})), strategy=d.get("strategy", "default"),
+                       shape_kind=d.get("shape_kind", "regular"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidArgument(f"malformed case record: {e}") from None
+
+    def replace(self, **changes) -> "Case":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def spec(self) -> ops.OpSpec:
+        return ops.get(self.op)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {a.name: a.resolve(self.dims, self.batch) for a in self.spec.args}
+
+    def shape_label(self) -> str:
+        """The first argument's shape, as in the failure line: ``[8,257,64]``."""
+        first = self.spec.args[0]
+        return "[" + ",".join(str(s) for s in first.resolve(self.dims, self.batch)) + "]"
+
+    def is_contiguous(self) -> bool:
+        return all(v in ("contiguous", "none") for v in self.layouts.values())
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{k}={list(v)}" for k, v in self.shapes().items())
+        lay = ", ".join(f"{k}:{v}" for k, v in self.layouts.items() if v != "contiguous") or "all contiguous"
+        kw = ", ".join(f"{k}={v}" for k, v in self.kwargs.items())
+        return (f"{self.op} {self.dtype} {shapes}; layouts: {lay}; values: {self.values}"
+                + (f"; {kw}" if kw else ""))
+
+
+# ------------------------------------------------------------------------------------ value limits
+
+
+def magnitude_limit(spec: ops.OpSpec, dtype: str, dims: Mapping[str, int]) -> float:
+    """The largest input magnitude for which a correct kernel's result stays finite in ``dtype``.
+
+    Inputs beyond it overflow in any correct implementation, so they tell nothing about the kernel.
+    """
+    out_max = _FMAX[dtype]
+    reduced = max([dims[d] for d in spec.dims_of_role("reduced", "contracted")] or [1])
+    if spec.magnitude == "sum":
+        return out_max / (4 * reduced)
+    if spec.magnitude == "product":
+        return math.sqrt(out_max) / 4
+    if spec.magnitude == "dot":
+        return math.sqrt(out_max / (4 * reduced))
+    if spec.magnitude == "norm":  # x*x is formed in fp32
+        return min(out_max, math.sqrt(_FMAX["fp32"] / (4 * reduced))) / 4
+    return out_max / 4
+
+
+def value_params(dist: str, spec: ops.OpSpec, dtype: str, dims: Mapping[str, int]) -> dict[str, float]:
+    """Resolve a distribution's parameters for this op, dtype and size (recorded in the case)."""
+    lim = magnitude_limit(spec, dtype, dims)
+    if dist == "normal":
+        return {"scale": 1.0}
+    if dist == "uniform":
+        return {"low": -1.0, "high": 1.0}
+    if dist == "zeros":
+        return {}
+    if dist == "ties":
+        return {"levels": 5.0}
+    if dist == "tiny":
+        return {"scale": _TINY[dtype] * 8}
+    if dist == "near_max":
+        return {"scale": lim}
+    if dist == "large_spread":
+        return {"scale": min(300.0, lim / 4)}
+    if dist == "cancellation":
+        mean, std = {"fp32": (1.0e4, 1.0), "fp16": (512.0, 8.0), "bf16": (512.0, 32.0)}[dtype]
+        return {"mean": min(mean, lim / 2), "std": std}
+    if dist == "spike":
+        return {"scale": 1.0, "spike": min(60.0, lim / 2)}
+    raise InvalidArgument(f"value distribution {dist!r} is not known; use one of {', '.join(DISTRIBUTIONS)}")
+
+
+def _float_values(dist: str, params: Mapping[str, float], shape: tuple[int, ...], rng: Rng):
+    """float64 numpy values of ``shape`` in row-major order; draws exactly one block seed (+1 for spikes)."""
+    import numpy as np
+
+    n = math.prod(shape)
+    block = rng.next_u64()
+    if dist in ("normal", "large_spread", "tiny"):
+        v = normal(block, n) * params["scale"]
+    elif dist == "uniform":
+        v = params["low"] + uniform01(block, n) * (params["high"] - params["low"])
+    elif dist == "zeros":
+        v = np.zeros(n)
+    elif dist == "ties":
+        lv = int(params["levels"])
+        v = (raw_u64(block, n) >> np.uint64(32)).astype(np.float64)
+        v = np.floor(v * (lv / 4294967296.0)) - (lv // 2)
+    elif dist == "near_max":
+        u = uniform01(block, n)
+        sign = np.where(u < 0.5, -1.0, 1.0)
+        v = sign * (0.5 + np.abs(u - 0.5)) * params["scale"]
+    elif dist == "cancellation":
+        v = params["mean"] + normal(block, n) * params["std"]
+    elif dist == "spike":
+        v = normal(block, n) * params["scale"]
+        if n and shape:
+            rows = n // shape[-1]
+            pos = (raw_u64(rng.next_u64(), rows) >> np.uint64(32)) * np.uint64(shape[-1]) >> np.uint64(32)
+            v.reshape(rows, shape[-1])[np.arange(rows), pos.astype(np.int64)] = params["spike"]
+    else:
+        raise InvalidArgument(f"value distribution {dist!r} is not known")
+    return v.reshape(shape)
+
+
+def _place(values, layout: str, poison):
+    """Put logical ``values`` (a torch tensor) into storage of the given layout, poisoning the gaps."""
+    import torch
+
+    shape = tuple(values.shape)
+    n = values.numel()
+    if layout == "transposed" and values.dim() >= 2:
+        t_shape = shape[:-2] + (shape[-1], shape[-2])
+        flat = torch.full((n + GUARD,), poison, dtype=values.dtype)
+        flat[:n] = values.transpose(-1, -2).reshape(-1)
+        return flat[:n].view(t_shape).transpose(-1, -2)
+    if layout == "strided" and values.dim() >= 1:
+        big_shape = shape[:-1] + (2 * shape[-1],)
+        m = math.prod(big_shape)
+        flat = torch.full((m + GUARD,), poison, dtype=values.dtype)
+        big = flat[:m].view(big_shape)
+        big[..., ::2] = values
+        return big[..., ::2]
+    pad = OFFSET if layout == "offset" else 0
+    flat = torch.full((pad + n + GUARD,), poison, dtype=values.dtype)
+    flat[pad:pad + n] = values.reshape(-1)
+    return flat[pad:pad + n].view(shape)
+
+
+def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The exact inputs of ``case``: (tensors by argument name, keyword arguments)."""
+    import numpy as np
+    import torch
+
+    spec = case.spec
+    err = spec.check_dims(case.dims, case.kwargs)
+    if err:
+        raise InvalidArgument(f"case for {case.op} is invalid: {err}")
+    rng = Rng(derive_seed(case.seed, 1))
+    dt = torch_dtype(case.dtype)
+    out: dict[str, Any] = {}
+    for arg in spec.args:
+        shape = arg.resolve(case.dims, case.batch)
+        layout = case.layouts.get(arg.name, "contiguous")
+        if layout == "none":
+            rng.next_u64()  # keep later arguments' streams independent of this choice
+            out[arg.name] = None
+            continue
+        if arg.kind == "index":
+            hi = case.dims[arg.index_of]
+            raw = raw_u64(rng.next_u64(), math.prod(shape)) >> np.uint64(32)
+            vals = torch.from_numpy(((raw * np.uint64(hi)) >> np.uint64(32)).astype(np.int64)).reshape(shape)
+            t = _place(vals, layout, 0)
+        else:
+            if arg.values == "unit":
+                dist, params = "uniform", {"low": -1.0, "high": 1.0}
+            elif arg.values:
+                dist, params = arg.values, value_params(arg.values, spec, case.dtype, case.dims)
+            else:
+                dist, params = case.values, case.value_params
+            v64 = torch.from_numpy(_float_values(dist, params, shape, rng))
+            vals = v64.to(torch.float32).to(dt)  # the documented rounding path: f64 -> f32 -> dtype
+            t = _place(vals, layout, float("nan"))
+        out[arg.name] = t.to(device) if device != "cpu" else t
+    return out, call_kwargs(case)
+
+
+def call_kwargs(case: Case) -> dict[str, Any]:
+    """Keyword arguments to pass: only those that differ from the op's defaults (eps, causal)."""
+    spec = case.spec
+    return {k: v for k, v in case.kwargs.items() if spec.kwargs.get(k, object()) != v}
+
+
+# ------------------------------------------------------------------------------------ generation
+
+
+@dataclass
+class Blocks:
+    """Block sizes seen at launch (kernel-aware generation): per dim, and unattributed."""
+
+    by_dim: dict[str, set[int]] = field(default_factory=dict)
+    unattributed: set[int] = field(default_factory=set)
+
+    def for_dim(self, dim: str) -> list[int]:
+        return sorted(self.by_dim.get(dim) or self.unattributed)
+
+    def empty(self) -> bool:
+        return not self.unattributed and not any(self.by_dim.values())
+
+    def to_dict(self) -> dict:
+        return {"by_dim": {k: sorted(v) for k, v in self.by_dim.items()}, "unattributed": sorted(self.unattributed)}
+
+
+_DEFAULT_LIMITS = {"tiled": (1, 1100), "reduced": (1, 1100), "contracted": (1, 200), "head": (1, 128),
+                   "batch": (1, 8), "index": (1, 300)}
+_ROW_CAP = 16  # leading batch rows: the interpreter runs one Python loop iteration per program
+
+
+def dim_limits(spec: ops.OpSpec, dim: str) -> tuple[int, int]:
+    return spec.dim_limits.get(dim, _DEFAULT_LIMITS[spec.dims[dim]])
+
+
+def _pow2_in(lo: int, hi: int) -> list[int]:
+    out, p = [], 1
+    while p <= hi:
+        if p >= lo:
+            out.append(p)
+        p *= 2
+    return out or [lo]
+
+
+def _random_size(rng: Rng, lo: int, hi: int) -> int:
+    """Log-uniform-ish integer in [lo, hi]: pick an octave, then a size inside it (integer ops only)."""
+    octaves = max(hi.bit_length() - 1, 0)
+    k = rng.between(0, octaves)
+    a, b = max(lo, 1 << k), min(hi, (2 << k) - 1)
+    return rng.between(a, b) if a <= b else rng.between(lo, hi)
+
+
+def _tile_edges(blocks: list[int]) -> list[int]:
+    out: set[int] = set()
+    for b in blocks:
+        out.update({b - 1, b + 1, 2 * b + 1, 2 * b - 1, 3 * b + 1})
+    return sorted(x for x in out if x >= 1)
+
+
+def _pick_dim(rng: Rng, kind: str, lo: int, hi: int, blocks: list[int]) -> int:
+    if kind == "tile_edge" and blocks:
+        edges = [e for e in _tile_edges(blocks) if lo <= e <= max(hi, 2 * max(blocks) + 1)]
+        if edges:
+            return rng.choice(edges)
+    if kind in ("regular", "fixed"):
+        return rng.choice(_pow2_in(lo, hi))
+    if kind == "boundary":
+        cands = [s for s in _BOUNDARY_SIZES if lo <= s <= hi] or [lo]
+        return rng.choice(cands)
+    if kind == "adversarial":
+        primes = [p for p in (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021) if lo <= p <= hi]
+        return rng.choice([lo, hi] + primes)
+    return _random_size(rng, lo, hi)
+
+
+def _pick_batch(rng: Rng, kind: str) -> tuple[int, ...]:
+    if kind == "fixed":
+        return (4,)
+    nb = rng.below(3)
+    batch: list[int] = []
+    rows = 1
+    for _ in range(nb):
+        cap = max(1, _ROW_CAP // rows)
+        b = rng.choice([s for s in (1, 2, 3, 4, 5, 7, 8) if s <= cap] or [1])
+        batch.append(b)
+        rows *= b
+    return tuple(batch)
+
+
+# what each strategy varies; "default" mixes them all
+STRATEGIES = ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided", "boundary_values",
+              "adversarial_values", "default")
+_SHAPE_WEIGHTS = {"regular": 2, "random": 2, "boundary": 3, "tile_edge": 3, "adversarial": 1}
+_VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "zeros": 1, "ties": 1, "tiny": 1, "near_max": 1,
+                  "large_spread": 3, "cancellation": 2, "spike": 2}
+
+
+def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", blocks: Blocks | None = None) -> Case:
+    """Draw one case of ``op`` from ``seed`` under ``strategy``.
+
+    >>> generate("softmax", 1, dtype="fp32").op
+    'softmax'
+    """
+    spec = ops.get(op)
+    dtype = canonical_dtype(dtype)
+    blocks = blocks or Blocks()
+    rng = Rng(derive_seed(seed, 0))
+    shape_kind = {"fixed": "fixed", "random_shapes": "random", "boundary_shapes": "boundary",
+                  "tile_edges": "tile_edge" if not blocks.empty() else "boundary",
+                  "strided": "regular", "boundary_values": "regular", "adversarial_values": "regular"}.get(strategy)
+    if shape_kind is None:
+        weights = dict(_SHAPE_WEIGHTS)
+        if blocks.empty():
+            weights.pop("tile_edge")
+        shape_kind = rng.weighted(weights)
+
+    for _attempt in range(20):
+        dims: dict[str, int] = {}
+        for d in spec.dims:
+            lo, hi = dim_limits(spec, d)
+            if shape_kind == "fixed":
+                dims[d] = {"batch": 2, "head": 64, "index": 256}.get(spec.dims[d], min(256, _pow2_in(lo, hi)[-1]))
+            else:
+                dims[d] = _pick_dim(rng, shape_kind, lo, hi, blocks.for_dim(d))
+        batch = _pick_batch(rng, shape_kind) if spec.has_batch else ()
+        kwargs = dict(spec.kwargs)
+        if "causal" in kwargs and shape_kind != "fixed":
+            kwargs["causal"] = rng.below(2) == 1
+            if kwargs["causal"] and dims["Nq"] > dims["Nk"]:
+                dims["Nq"], dims["Nk"] = dims["Nk"], dims["Nq"]
+        if spec.name == "rope" and dims["D"] % 2:
+            dims["D"] += 1
+        if spec.check_dims(dims, kwargs) is None:
+            break
+    else:  # pragma: no cover - the constraints above always admit some draw
+        raise AssertionError(f"could not draw a valid shape for {op}")
+
+    layouts = {}
+    for a in spec.args:
+        layouts[a.name] = "contiguous"
+        if a.optional and shape_kind != "fixed" and rng.below(3) == 0:
+            layouts[a.name] = "none"
+    noncontig = strategy == "strided" or (strategy == "default" and rng.below(10) < 4)
+    if noncontig:
+        cands = [a for a in spec.args if layouts[a.name] != "none"]
+        chosen = [a for a in cands if rng.below(2) == 1] or [rng.choice(cands)]
+        for a in chosen:
+            nd = len(a.resolve(dims, batch))
+            options = ["strided", "offset"] + (["transposed"] if nd >= 2 else [])
+            layouts[a.name] = rng.choice(options)
+
+    if strategy in ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided"):
+        values = "normal"
+    elif strategy == "boundary_values":
+        values = rng.choice(BOUNDARY_VALUES)
+    elif strategy == "adversarial_values":
+        values = rng.choice(ADVERSARIAL_VALUES)
+    else:
+        values = rng.weighted(_VALUE_WEIGHTS)
+    return Case(op=op, dtype=dtype, dims=dims, seed=seed, batch=batch, layouts=layouts, values=values,
+                value_params=value_params(values, spec, dtype, dims), kwargs=kwargs, strategy=strategy,
+                shape_kind=shape_kind)
+
+
+def with_dims(case: Case, dims: Mapping[str, int] | None = None, batch: tuple[int, ...] | None = None) -> Case:
+    """The same case at other sizes, value parameters re-resolved for them (used by shrinking and hints)."""
+    new_dims = dict(case.dims, **(dims or {}))
+    spec = case.spec
+    params = value_params(case.values, spec, case.dtype, new_dims)
+    return case.replace(dims=new_dims, batch=case.batch if batch is None else tuple(batch), value_params=params)

@@ -1,0 +1,57 @@
+"""The ``gpuemu`` command: ``main(argv) -> int``.
+
+Exit codes: 0 all passed, 1 failures or findings, 2 usage or configuration error (one clear line),
+101 a bug in gpuemu itself (with the traceback and a request to report it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from ..errors import GpuemuError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 101
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit 2, like every other usage error
+        self.exit(EXIT_USAGE, f"gpuemu: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    from . import fuzz, ops, reproduce
+
+    p = _Parser(prog="gpuemu", description="Catch silently-wrong GPU kernels, without a GPU.")
+    p.add_argument("--version", action="version", version=f"gpuemu {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for mod in (fuzz, reproduce, ops):
+        mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.run(args))
+    except GpuemuError as e:
+        print(f"gpuemu: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("gpuemu: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # a bug in gpuemu, not a user mistake
+        traceback.print_exc()
+        print("gpuemu: internal error: this is a bug in gpuemu; please report it with the traceback above",
+              file=sys.stderr)
+        return EXIT_BUG
+
+
+def entry() -> None:
+    sys.exit(main())

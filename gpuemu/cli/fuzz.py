@@ -1,0 +1,127 @@
+"""``gpuemu fuzz TARGET --op OP``: fuzz a launcher against the op's fp64 oracle."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._common import err, prepare_device, write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fuzz", help="fuzz a kernel launcher against the fp64 oracle",
+                       description="Fuzz TARGET (path/to/file.py:func or pkg.module:func) as an implementation of OP.")
+    p.add_argument("target", metavar="TARGET", help="path/to/file.py:function or package.module:function")
+    p.add_argument("--op", required=True, help="the op the launcher implements ('gpuemu ops' lists them)")
+    p.add_argument("--iterations", "-n", type=int, default=None, help="cases to run (rule pack default: 100)")
+    p.add_argument("--seed", type=_seed, default=None, help="run seed, decimal or 0x-hex (default: random)")
+    p.add_argument("--dtype", default=None, help="comma-separated dtypes: fp32,fp16,bf16 (default: all the op supports)")
+    p.add_argument("--strategy", default=None, help="case strategy (default: the mix of all)")
+    p.add_argument("--json", metavar="PATH", default=None, help="write the result as JSON to PATH ('-' for stdout)")
+    p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
+    p.add_argument("--rulepack", metavar="PATH", action="append", default=[], help="extra rule pack (repeatable)")
+    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU interpreter), cpu or cuda")
+    p.add_argument("--no-shrink", action="store_true", help="report the first failure as found, unshrunk")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
+    p.set_defaults(run=run)
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed {text!r} is not an integer (decimal or 0x-hex)") from None
+
+
+class _Progress:
+    """A rich progress bar on a terminal; a plain line every tenth of the run otherwise."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label, self.failed = total, label, 0
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn(), transient=True,
+                                console=_console())
+            self.task = self.bar.add_task(label, total=total, failed=0)
+            self.bar.start()
+        self.step = max(1, total // 10)
+
+    def __call__(self, i: int, case, verdict) -> None:
+        self.failed += verdict.status != "pass"
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, failed=self.failed)
+        elif (i + 1) % self.step == 0 or i + 1 == self.total:
+            err(f"  [{i + 1}/{self.total}] {i + 1 - self.failed} passed, {self.failed} failing")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def run(args) -> int:
+    from ..fuzzer import fuzz
+    from ..ops import get
+    from ..target import load
+
+    spec = get(args.op)  # unknown op: one line before anything heavy happens
+    device = prepare_device(args.device)
+    fn = load(args.target)
+    iterations = args.iterations
+    if iterations is not None and iterations < 1:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"--iterations {iterations}: must be >= 1")
+    from .. import config
+
+    total = iterations or int(config.resolve(rulepacks=tuple(args.rulepack), store=args.store).fuzz.get("iterations", 100))
+    err(f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
+        + (" (Triton interpreter)" if device == "cpu" else ""))
+    progress = _Progress(total, f"fuzzing {spec.name}")
+    try:
+        result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
+                      strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
+                      shrink_failures=not args.no_shrink, target=args.target, on_case=progress)
+    finally:
+        progress.close()
+    err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
+        f"(kernel {result.timings.get('kernel', 0):.1f} s)")
+    if result.failures:
+        first = result.failures[0]
+        err(first.line())
+        err(f"replay: {first.replay}")
+        err(f"case: {first.case.describe()}")
+        if first.original is not None:
+            err(f"shrunk from: {first.original.describe()}")
+        if first.verdict.detail:
+            err("\n".join("  " + ln for ln in first.verdict.detail.splitlines()))
+        for f in result.failures[1:6]:
+            err(f.line())
+        if len(result.failures) > 6:
+            err(f"... {len(result.failures) - 6} more failing seeds (--json for all)")
+    if result.store_error:
+        err(f"warning: failures not stored: {result.store_error}")
+    err(result.summary())
+    if args.json:
+        write_json(args.json, result.to_dict())
+    if result.iterations == 0:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
+                              "choose other dtypes with --dtype")
+    if result.all_errored:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"every call of {args.target} raised ({result.failures[0].verdict.message}); "
+                              f"check it against the signature '{spec.signature}' ('gpuemu ops {spec.name}')")
+    if result.failures and not args.exit_zero:
+        return 1
+    return 0

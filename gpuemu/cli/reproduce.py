@@ -1,0 +1,49 @@
+"""``gpuemu reproduce SEED``: re-run a stored failure on its exact stored input bytes."""
+
+from __future__ import annotations
+
+from ._common import err, prepare_device, write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reproduce", help="replay a stored failure from its seed",
+                       description="Re-run the launcher on the exact stored inputs of a failing seed.")
+    p.add_argument("seed", metavar="SEED", nargs="?", help="the seed printed after 'replay:' (hex, or a unique prefix)")
+    p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
+    p.add_argument("--target", default=None, help="pick among records of several targets with the same seed")
+    p.add_argument("--list", action="store_true", help="list the stored failures")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--json", metavar="PATH", default=None, help="write the replay as JSON ('-' for stdout)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from .. import config
+    from ..errors import InvalidArgument
+    from ..store import Store
+
+    if args.list:
+        st = Store(config.resolve(store=args.store).store)
+        rows = st.list()
+        for r in rows:
+            err(r.record.get("line", "?") + f"  [{r.record.get('target')}]")
+        err(f"{len(rows)} stored failure{'s' if len(rows) != 1 else ''} in {st.root}")
+        return 0
+    if not args.seed:
+        raise InvalidArgument("reproduce needs a SEED (as printed after 'replay:'), or --list")
+    device = prepare_device(args.device)
+    from ..fuzzer import reproduce
+
+    rp = reproduce(args.seed, store=args.store, target=args.target, device=device)
+    err(f"stored: {rp.record.get('line')}")
+    err(rp.failure.line() if rp.verdict.status != "pass" else f"PASS seed=0x{rp.case.seed:x} (the stored failure no longer reproduces)")
+    err(f"case: {rp.case.describe()}")
+    if rp.verdict.detail:
+        err("\n".join("  " + ln for ln in rp.verdict.detail.splitlines()))
+    if rp.same:
+        err(f"reproduced: same verdict, max abs err {rp.verdict.max_abs_err!r} bit for bit")
+    else:
+        err(f"NOT reproduced: now {rp.verdict.status} {rp.verdict.message!r}, stored {rp.stored.status} {rp.stored.message!r}")
+    if args.json:
+        write_json(args.json, {"record": rp.record, "verdict": rp.verdict.to_dict(), "same": rp.same})
+    return 0 if rp.verdict.status == "pass" else 1

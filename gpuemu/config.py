@@ -1,0 +1,171 @@
+"""Rule packs and settings, resolved in one place.
+
+Precedence: argument > environment > project file (``gpuemu.yaml`` in the working directory) >
+rule packs (the built-in ``rulepacks/default.yaml``, then any named by ``--rulepack`` or
+``GPUEMU_RULEPACK``). No module reads the environment at import time; everything goes through
+:func:`resolve`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import RulePackError
+
+SCHEMA_VERSION = 1
+_DTYPES = ("fp32", "fp16", "bf16")
+_TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance"}
+_FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool}
+_HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str}
+
+
+def builtin_rulepack() -> Path:
+    """Path of the built-in rule pack (in the wheel: gpuemu/rulepacks; in a checkout: ./rulepacks)."""
+    from importlib import resources
+
+    packaged = Path(str(resources.files("gpuemu"))) / "rulepacks" / "default.yaml"
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "rulepacks" / "default.yaml"
+
+
+def _fail(path: str, key: str, why: str) -> RulePackError:
+    return RulePackError(f"{path}: {key}: {why}")
+
+
+def _validate(doc: Any, path: str) -> dict:
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise _fail(path, "<top>", f"expected a mapping, got {type(doc).__name__}")
+    if doc.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        raise _fail(path, "schema_version", f"is {doc.get('schema_version')!r}, this gpuemu reads {SCHEMA_VERSION}")
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise _fail(path, sorted(unknown)[0], f"unknown key; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    tols = doc.get("tolerances", {}) or {}
+    if not isinstance(tols, dict):
+        raise _fail(path, "tolerances", "expected a mapping of op -> dtype -> {rtol, atol}")
+    for op, per_dtype in tols.items():
+        if op != "default":
+            from . import ops
+
+            if op not in ops.names():
+                raise _fail(path, f"tolerances.{op}", f"{op!r} is not a known op (see 'gpuemu ops')")
+        if not isinstance(per_dtype, dict):
+            raise _fail(path, f"tolerances.{op}", "expected a mapping of dtype -> {rtol, atol}")
+        for dt, entry in per_dtype.items():
+            key = f"tolerances.{op}.{dt}"
+            if dt not in _DTYPES:
+                raise _fail(path, key, f"dtype must be one of {', '.join(_DTYPES)}")
+            if not isinstance(entry, dict) or set(entry) - {"rtol", "atol"} or not {"rtol", "atol"} <= set(entry):
+                raise _fail(path, key, "expected {rtol: number, atol: number}")
+            for k in ("rtol", "atol"):
+                v = entry[k]
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
+                    raise _fail(path, f"{key}.{k}", f"must be a number >= 0, got {v!r}")
+    for section, keys in (("fuzz", _FUZZ_KEYS), ("hook", _HOOK_KEYS)):
+        sec = doc.get(section, {}) or {}
+        if not isinstance(sec, dict):
+            raise _fail(path, section, "expected a mapping")
+        for k, v in sec.items():
+            if k not in keys:
+                raise _fail(path, f"{section}.{k}", f"unknown key; allowed: {', '.join(sorted(keys))}")
+            want = keys[k]
+            ok = isinstance(v, want) and not (want is int and isinstance(v, bool))
+            if want is float and isinstance(v, (int, float)) and not isinstance(v, bool):
+                ok = True
+            if not ok:
+                raise _fail(path, f"{section}.{k}", f"expected {want.__name__}, got {v!r}")
+    return doc
+
+
+def load_yaml(path: Path) -> dict:
+    """Read and validate one rule pack or project file."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise RulePackError(f"{path}: cannot read rule pack: {e.strerror or e}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "<yaml>"
+        raise RulePackError(f"{path}: {where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    return _validate(doc, str(path))
+
+
+def _merge(base: dict, over: Mapping) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings; ``sources`` says where each came from."""
+
+    tolerances: dict
+    fuzz: dict
+    hook: dict
+    bindings: dict
+    store: Path
+    layers: tuple[str, ...]
+    sources: dict = field(default_factory=dict)
+
+    def tolerance_table(self):
+        from .tolerance import ToleranceTable
+
+        return ToleranceTable(self.tolerances, source="+".join(Path(p).name for p in self.layers))
+
+
+def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.PathLike | None = None,
+            env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
+            overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Resolve settings: argument > environment > gpuemu.yaml > rule packs.
+
+    >>> resolve().fuzz["iterations"]
+    100
+    """
+    env = os.environ if env is None else env
+    cwd = Path(cwd or os.getcwd())
+    project = cwd / "gpuemu.yaml"
+    env_packs = [Path(p) for p in env.get("GPUEMU_RULEPACK", "").split(os.pathsep) if p]
+    # built-in < project file < rule packs named in the environment < rule packs named as arguments
+    ordered = [builtin_rulepack()] + ([project] if project.is_file() else []) + env_packs + [Path(p) for p in rulepacks]
+    merged: dict = {}
+    sources: dict = {}
+    for path in ordered:
+        doc = load_yaml(path)
+        merged = _merge(merged, {k: v for k, v in doc.items() if k not in ("schema_version", "name", "provenance")})
+    fuzz = dict(merged.get("fuzz", {}))
+    hook = dict(merged.get("hook", {}))
+    for key, var, conv in (("mode", "GPUEMU_MODE", str), ("sample_rate", "GPUEMU_SAMPLE_RATE", float),
+                           ("budget", "GPUEMU_BUDGET", float)):
+        if var in env and env[var] != "":
+            try:
+                hook[key] = conv(env[var])
+            except ValueError:
+                raise RulePackError(f"environment: {var}={env[var]!r} is not a valid {conv.__name__}") from None
+            sources[key] = "environment"
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            (fuzz if k in _FUZZ_KEYS else hook)[k] = v
+            sources[k] = "argument"
+    if store is not None:
+        store_path, sources["store"] = Path(store), "argument"
+    elif env.get("GPUEMU_STORE"):
+        store_path, sources["store"] = Path(env["GPUEMU_STORE"]), "environment"
+    elif hook.get("store"):
+        store_path, sources["store"] = Path(hook["store"]), "gpuemu.yaml"
+    else:
+        store_path, sources["store"] = cwd / ".gpuemu", "default"
+    return Settings(tolerances=merged.get("tolerances", {}), fuzz=fuzz, hook=hook,
+                    bindings=merged.get("bindings", {}) or {}, store=store_path,
+                    layers=tuple(str(p) for p in ordered), sources=sources)

@@ -1,0 +1,35 @@
+"""One exception root. User mistakes also subclass the matching builtin; the CLI turns them into one
+line and exit code 2. Anything else escaping the CLI is a bug in gpuemu (exit 101)."""
+
+from __future__ import annotations
+
+
+class GpuemuError(Exception):
+    """Root of every error gpuemu raises on purpose."""
+
+
+class InvalidArgument(GpuemuError, TypeError):
+    """A call or flag was given a value gpuemu cannot use."""
+
+
+class UnknownOp(GpuemuError, KeyError):
+    """An op name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class TargetError(GpuemuError, ImportError):
+    """A TARGET that does not import or is not callable."""
+
+
+class RulePackError(GpuemuError, ValueError):
+    """A malformed rule pack or project file: names file, key and reason."""
+
+
+class StoreError(GpuemuError, OSError):
+    """The failure store cannot be written or read."""
+
+
+class SnapshotError(GpuemuError, ValueError):
+    """A stored snapshot is missing, corrupt or was modified."""

@@ -1,0 +1,447 @@
+"""The fuzz loop: cases -> oracle -> failures, shrunk to the smallest failing shape, with a bug-class hint.
+
+>>> import gpuemu
+>>> result = gpuemu.fuzz(my_softmax, op="softmax", iterations=50)   # doctest: +SKIP
+>>> result.raise_for_failures()                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from . import __version__, ops
+from .cases import Blocks, Case, canonical_dtype, dim_limits, generate, materialize, with_dims
+from .errors import InvalidArgument, StoreError
+from .oracle import ERROR, FAIL, PASS, Evaluation, Oracle, Verdict
+from .rng import MASK64, derive_seed
+from .runners import Launch, default_device, interpreting
+from .store import Store, seed_hex
+
+BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
+                           "or is wrong); bf16 cases of Triton kernels run on a GPU")
+_NUMERIC = {"mismatch", "nonfinite"}
+_BIG_VALUES = {"large_spread", "near_max", "spike"}
+# conventional block names whose letter is not a dim of the op
+_BLOCK_ALIASES = {"attention": {"M": "Nq", "N": "Nk", "DMODEL": "D", "HEAD": "D"},
+                  "cross_entropy": {"N": "C", "V": "C"}, "rope": {"HALF": "D"}}
+MAX_STORED = 100
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing case, after shrinking, with the evidence-backed hint and where it is stored."""
+
+    case: Case
+    verdict: Verdict
+    hint: str | None = None
+    original: Case | None = None
+    record: str | None = None
+    launches: tuple[Launch, ...] = ()
+
+    def line(self) -> str:
+        """The failure line of DESIGN.md."""
+        word = "ERROR" if self.verdict.status == ERROR else "FAIL"
+        hint = f" ({self.hint})" if self.hint else ""
+        return (f"{word} seed={seed_hex(self.case.seed)} dtype={self.case.dtype} shape={self.case.shape_label()} "
+                f"{self.verdict.message}{hint}")
+
+    @property
+    def replay(self) -> str:
+        return f"gpuemu reproduce {seed_hex(self.case.seed)}"
+
+    def to_dict(self) -> dict:
+        return {"line": self.line(), "replay": self.replay, "case": self.case.to_dict(),
+                "verdict": self.verdict.to_dict(), "hint": self.hint,
+                "original_case": self.original.to_dict() if self.original else None, "record": self.record,
+                "launches": [lch.to_dict() for lch in self.launches]}
+
+
+@dataclass
+class FuzzResult:
+    """What a fuzz run found. ``raise_for_failures()`` turns it into a readable AssertionError."""
+
+    target: str
+    op: str
+    seed: int
+    iterations: int = 0
+    passed: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # dtype -> reason
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    first_failure_iteration: int | None = None
+    first_failure_seconds: float | None = None
+    blocks: dict = field(default_factory=dict)
+    stored: int = 0
+    store: str | None = None
+    store_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def all_errored(self) -> bool:
+        return self.iterations > 0 and self.passed == 0 and all(f.verdict.status == ERROR for f in self.failures) \
+            and self.failed_cases == self.iterations
+
+    failed_cases: int = 0
+
+    def summary(self) -> str:
+        s = f"Passed: {self.passed}/{self.iterations}"
+        if self.failed_cases:
+            s += f" · {self.failed_cases} failing seed{'s' if self.failed_cases != 1 else ''} stored" if self.stored \
+                else f" · {self.failed_cases} failing"
+        for dt, why in self.skipped.items():
+            s += f" · {dt} skipped: {why}"
+        return s
+
+    def own_share(self) -> float:
+        """Fraction of the run's wall time spent outside the kernel (generation, reference, compare, shrink)."""
+        kernel = self.timings.get("kernel", 0.0)
+        return max(0.0, 1.0 - kernel / self.seconds) if self.seconds > 0 else 0.0
+
+    def report(self) -> str:
+        lines = []
+        for f in self.failures[:1]:
+            lines += [f.line(), f"replay: {f.replay}", f"case: {f.case.describe()}"]
+            if f.verdict.detail:
+                lines.append(f.verdict.detail)
+        for f in self.failures[1:6]:
+            lines.append(f.line())
+        if len(self.failures) > 6:
+            lines.append(f"... and {len(self.failures) - 6} more failing seeds")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def raise_for_failures(self) -> None:
+        """Raise AssertionError with the failure report when any case failed (for pytest)."""
+        if self.failures:
+            raise AssertionError(f"gpuemu: {self.target} is not a correct {self.op}\n{self.report()}")
+
+    def to_dict(self) -> dict:
+        return {"schema_version": 1, "gpuemu": __version__, "target": self.target, "op": self.op,
+                "seed": seed_hex(self.seed), "iterations": self.iterations, "passed": self.passed,
+                "failed": self.failed_cases, "failures": [f.to_dict() for f in self.failures],
+                "skipped": dict(self.skipped), "seconds": self.seconds, "timings": dict(self.timings),
+                "own_share": self.own_share(), "first_failure_iteration": self.first_failure_iteration,
+                "first_failure_seconds": self.first_failure_seconds, "blocks": self.blocks,
+                "store": self.store, "store_error": self.store_error, "ok": self.ok}
+
+
+# ------------------------------------------------------------------------------------ kernel awareness
+
+
+def attribute_blocks(spec: ops.OpSpec, launches: Iterable[Launch]) -> dict[str, list[tuple[str, int]]]:
+    """Block-size constexprs of the launches, attributed to the op's dims by name (BLOCK_N -> N)."""
+    aliases = _BLOCK_ALIASES.get(spec.name, {})
+    edge_dims = spec.dims_of_role("tiled", "reduced", "contracted", "head")
+    out: dict[str, list[tuple[str, int]]] = {}
+    for launch in launches:
+        for name, val in launch.constexprs.items():
+            if isinstance(val, bool) or not isinstance(val, int) or val < 2 or val & (val - 1):
+                continue
+            up = name.upper()
+            if not any(w in up for w in ("BLOCK", "TILE", "CHUNK", "SIZE")):
+                continue
+            suffix = up.split("_")[-1] if "_" in up else ""
+            dim = next((d for d in spec.dims if d.upper() == suffix), None) or aliases.get(suffix)
+            targets = [dim] if dim in spec.dims else edge_dims
+            for d in targets:
+                if (name, val) not in out.setdefault(d, []):
+                    out[d].append((name, val))
+    return out
+
+
+def _learn(blocks: Blocks, spec: ops.OpSpec, launches: Iterable[Launch]) -> None:
+    for dim, pairs in attribute_blocks(spec, launches).items():
+        blocks.by_dim.setdefault(dim, set()).update(v for _, v in pairs)
+
+
+# ------------------------------------------------------------------------------------ the loop
+
+
+class _Runner:
+    """Evaluates cases of one launcher and keeps the time accounts."""
+
+    def __init__(self, fn: Callable, oracle: Oracle, device: str, determinism: bool) -> None:
+        self.fn, self.oracle, self.device, self.determinism = fn, oracle, device, determinism
+        self.timings: dict[str, float] = {"generate": 0.0, "kernel": 0.0, "reference": 0.0, "compare": 0.0}
+
+    def __call__(self, case: Case, inputs: Mapping[str, Any] | None = None) -> Evaluation:
+        ev = self.oracle.evaluate(self.fn, case, device=self.device, check_determinism=self.determinism, inputs=inputs)
+        for k, v in ev.verdict.seconds.items():
+            self.timings[k] = self.timings.get(k, 0.0) + v
+        return ev
+
+
+def _same_failure(a: Verdict, b: Verdict) -> bool:
+    if b.status == PASS:
+        return False
+    return a.kind == b.kind or (a.kind in _NUMERIC and b.kind in _NUMERIC)
+
+
+def _shrink_candidates(n: int, lo: int, blocks: list[int]) -> list[int]:
+    c = {lo, 1, 2, 3, n // 2, n - 1}
+    for b in blocks:
+        c.update({b - 1, b + 1, n - b, n % b, 2 * b + 1})
+    return sorted(x for x in c if lo <= x < n)
+
+
+def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: int) -> tuple[Case, Evaluation | None, int]:
+    """Greedy shrink of dims and batch to the smallest shape that fails the same way."""
+    spec = case.spec
+    best, best_ev, spent = case, None, 0
+
+    def try_case(cand: Case) -> Evaluation | None:
+        nonlocal spent
+        if spec.check_dims(cand.dims, cand.kwargs) is not None:
+            return None
+        spent += 1
+        ev = run(cand)
+        return ev if _same_failure(verdict, ev.verdict) else None
+
+    progress = True
+    while progress and spent < budget:
+        progress = False
+        if best.batch:
+            for cand_batch in [()] + [best.batch[:i] + (1,) + best.batch[i + 1:] for i in range(len(best.batch))
+                                      if best.batch[i] > 1]:
+                if spent >= budget:
+                    break
+                ev = try_case(with_dims(best, batch=cand_batch))
+                if ev:
+                    best, best_ev, progress = with_dims(best, batch=cand_batch), ev, True
+                    break
+        for d in sorted(spec.dims, key=lambda k: -best.dims[k]):
+            lo, _ = dim_limits(spec, d)
+            for c in _shrink_candidates(best.dims[d], lo, blocks.for_dim(d)):
+                if spent >= budget:
+                    break
+                cand = with_dims(best, {d: c})
+                ev = try_case(cand)
+                if ev:
+                    best, best_ev, progress = cand, ev, True
+                    break
+    return best, best_ev, spent
+
+
+def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Launch]) -> str | None:
+    """A bug-class hint, only where a one-factor change of the failing case makes it pass."""
+    if verdict.kind not in _NUMERIC:
+        return None
+    spec = case.spec
+    hints: list[str] = []
+
+    def passes(cand: Case) -> bool:
+        if spec.check_dims(cand.dims, cand.kwargs) is not None:
+            return False
+        return run(cand).verdict.status == PASS
+
+    if not case.is_contiguous():
+        flat = case.replace(layouts={k: ("none" if v == "none" else "contiguous") for k, v in case.layouts.items()})
+        if passes(flat):
+            odd = ", ".join(f"{k} {v}" for k, v in case.layouts.items() if v not in ("contiguous", "none"))
+            hints.append(f"stride bug suspected: fails only for non-contiguous inputs ({odd})")
+    if case.values != "normal":
+        calm = with_dims(case.replace(values="normal"))
+        if passes(calm):
+            hints.append({
+                "large_spread": "overflow suspected: fails only for large magnitudes (missing max-subtraction?)",
+                "near_max": "overflow suspected: fails only near the dtype's max",
+                "spike": "overflow or precision suspected: fails only with one-hot spikes",
+                "cancellation": "cancellation suspected: fails only for large mean, small variance (naive variance?)",
+                "ties": "tie-breaking suspected: fails only with tied values",
+                "tiny": "underflow suspected: fails only for tiny values",
+                "zeros": "fails only for all-zero inputs (division by zero?)",
+                "uniform": "fails only for uniform values",
+            }.get(case.values, f"fails only for {case.values} values"))
+    if case.dtype != "fp32" and passes(with_dims(case.replace(dtype="fp32"))):
+        hints.append(f"precision suspected: fails only for {case.dtype}, passes in fp32 (accumulation dtype?)")
+    for dim, pairs in attribute_blocks(spec, launches).items():
+        n = case.dims.get(dim)
+        if n is None:
+            continue
+        for name, b in sorted(pairs, key=lambda p: p[1]):
+            if n % b and passes(with_dims(case, {dim: -(-n // b) * b})):
+                hints.append(f"tail-mask leak suspected: {dim} % {name} != 0")
+                break
+            if n > b and passes(with_dims(case, {dim: b})):
+                role = spec.dims[dim]
+                if role == "contracted":
+                    hints.append(f"accumulator suspected: fails only when {dim} > {name} (acc = instead of acc +=?)")
+                elif spec.name == "attention" and dim == "Nk":
+                    hints.append(f"online-softmax rescale suspected: fails only when {dim} > {name}")
+                else:
+                    hints.append(f"cross-block bug suspected: fails only when {dim} > {name} (carry between blocks?)")
+                break
+    return "; ".join(dict.fromkeys(hints)) or None
+
+
+def _random_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def _record(result: FuzzResult, failure: Failure, device: str, tol, extra: Mapping[str, Any]) -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except Exception:  # pragma: no cover
+        triton_version = None
+    return {
+        "gpuemu": __version__, "target": result.target, "op": result.op, "device": device,
+        "interpreter": interpreting(), "torch": torch.__version__, "triton": triton_version,
+        "case": failure.case.to_dict(), "verdict": failure.verdict.to_dict(), "hint": failure.hint,
+        "line": failure.line(), "tolerance": tol.to_dict(), "run_seed": seed_hex(result.seed),
+        "launches": [lch.to_dict() for lch in failure.launches],
+        "original_case": failure.original.to_dict() if failure.original else None, **extra,
+    }
+
+
+def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | None = None,
+         dtypes: Iterable[str] | str | None = None, strategy: str | None = None, store: str | os.PathLike | None = None,
+         rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
+         save: bool = True, target: str | None = None, max_failures: int | None = None,
+         on_case: Callable[[int, Case, Verdict], None] | None = None) -> FuzzResult:
+    """Fuzz launcher ``fn`` as an implementation of ``op``.
+
+    Cases come from the op's schema (shapes at tile edges, strided layouts, boundary and adversarial
+    values) and are judged by the fp64 oracle with per-op, per-dtype tolerances. The first failure is
+    shrunk to the smallest failing shape and explained by a hint where a one-factor change makes it pass;
+    every failing case's exact inputs are stored for ``gpuemu reproduce``.
+
+    >>> r = fuzz(lambda x: x.softmax(-1), op="softmax", iterations=5, seed=1, save=False)
+    >>> r.ok
+    True
+    """
+    from . import config
+    from .cases import STRATEGIES
+    from .target import describe
+
+    spec = ops.get(op)
+    settings = config.resolve(rulepacks=tuple(rulepack), store=store)
+    fz = settings.fuzz
+    iterations = int(fz.get("iterations", 100) if iterations is None else iterations)
+    if iterations < 1:
+        raise InvalidArgument(f"iterations={iterations} must be >= 1")
+    strategy = strategy or fz.get("strategy", "default")
+    if strategy not in STRATEGIES:
+        raise InvalidArgument(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
+    if isinstance(dtypes, str):
+        dtypes = [d for d in dtypes.split(",") if d.strip()]
+    dts = [canonical_dtype(d) for d in (dtypes or fz.get("dtypes", ["fp32", "fp16", "bf16"]))]
+    dts = [d for d in dict.fromkeys(dts) if d in {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+           and {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[d] in spec.dtypes]
+    if not dts:
+        raise InvalidArgument(f"none of the requested dtypes is supported by {op} (supports {', '.join(spec.dtypes)})")
+    seed = _random_seed() if seed is None else int(seed) & MASK64
+    device = device or default_device()
+    oracle = Oracle(settings.tolerance_table())
+    run = _Runner(fn, oracle, device, bool(fz.get("determinism_check", True)))
+    st = Store(settings.store) if save else None
+    result = FuzzResult(target=target or describe(fn), op=op, seed=seed, store=str(settings.store) if save else None)
+    if st is not None:
+        st.ensure_writable()
+
+    blocks = Blocks()
+    active = list(dts)
+    t_start = time.perf_counter()
+    i = 0
+    case_index = 0
+    while result.iterations < iterations and active:
+        dtype = active[case_index % len(active)]
+        case_seed = derive_seed(seed, case_index)
+        case_index += 1
+        case = generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks)
+        ev = run(case)
+        _learn(blocks, spec, ev.launches)
+        if dtype == "bf16" and interpreting() and ev.launches:
+            result.skipped["bf16"] = BF16_INTERPRETER_REASON
+            active.remove("bf16")
+            continue
+        i = result.iterations
+        result.iterations += 1
+        if on_case:
+            on_case(i, case, ev.verdict)
+        if ev.verdict.status == PASS:
+            result.passed += 1
+            continue
+        result.failed_cases += 1
+        if result.first_failure_iteration is None:
+            result.first_failure_iteration = i + 1
+            result.first_failure_seconds = time.perf_counter() - t_start
+        failure = Failure(case=case, verdict=ev.verdict, launches=tuple(ev.launches))
+        if len(result.failures) == 0 and shrink_failures:
+            small, small_ev, _ = shrink(run, case, ev.verdict, blocks, int(fz.get("shrink_budget", 48)))
+            final_ev = small_ev or ev
+            hint = diagnose(run, small, final_ev.verdict, final_ev.launches)
+            failure = Failure(case=small, verdict=final_ev.verdict, hint=hint, original=case if small != case else None,
+                              launches=tuple(final_ev.launches))
+        if st is not None and result.stored < MAX_STORED and result.store_error is None:
+            try:
+                inputs, _ = materialize(failure.case, "cpu")
+                path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype), {}), inputs)
+                failure = Failure(failure.case, failure.verdict, failure.hint, failure.original, str(path), failure.launches)
+                result.stored += 1
+            except StoreError as e:  # a full disk must not end the run: the verdicts still stand
+                result.store_error = str(e)
+        result.failures.append(failure)
+        if max_failures is not None and len(result.failures) >= max_failures:
+            break
+    result.seconds = time.perf_counter() - t_start
+    result.timings = dict(run.timings)
+    result.blocks = blocks.to_dict()
+    return result
+
+
+def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Callable | None = None,
+              target: str | None = None, device: str | None = None, rulepack: Iterable[str] = ()) -> "Replay":
+    """Re-run a stored failure on its exact stored input bytes; returns the new verdict beside the stored one.
+
+    >>> replay = reproduce("0x6f3a91")   # doctest: +SKIP
+    >>> replay.verdict.max_abs_err == replay.stored.max_abs_err   # doctest: +SKIP
+    True
+    """
+    from . import config
+    from .target import load
+
+    settings = config.resolve(rulepacks=tuple(rulepack), store=store)
+    st = Store(settings.store)
+    text = seed_hex(seed) if isinstance(seed, int) else str(seed)
+    rec, tensors = st.fetch(text, target)
+    case = Case.from_dict(rec["case"])
+    fn = fn or load(rec["target"])
+    device = device or default_device()
+    inputs = {k: (None if v is None else v.to(device)) for k, v in tensors.items()}
+    oracle = Oracle(settings.tolerance_table())
+    from .tolerance import Tolerance
+
+    tol = Tolerance(float(rec["tolerance"]["rtol"]), float(rec["tolerance"]["atol"]), rec["tolerance"].get("source", "record"))
+    ev = oracle.evaluate(fn, case, device=device, inputs=inputs, tol=tol)
+    stored = Verdict.from_dict(rec["verdict"])
+    failure = Failure(case=case, verdict=ev.verdict, hint=rec.get("hint"), launches=tuple(ev.launches))
+    return Replay(record=rec, case=case, verdict=ev.verdict, stored=stored, failure=failure)
+
+
+@dataclass(frozen=True)
+class Replay:
+    record: dict
+    case: Case
+    verdict: Verdict
+    stored: Verdict
+    failure: Failure
+
+    @property
+    def same(self) -> bool:
+        """True when the replay reproduces the stored verdict exactly (status, kind, max abs err bits)."""
+        a, b = self.verdict, self.stored
+        same_err = (a.max_abs_err == b.max_abs_err) or (a.max_abs_err is not None and b.max_abs_err is not None
+                                                         and math.isnan(a.max_abs_err) and math.isnan(b.max_abs_err))
+        return a.status == b.status and a.kind == b.kind and same_err and a.index == b.index

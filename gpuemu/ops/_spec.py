@@ -1,0 +1,92 @@
+"""The records that describe an op: its arguments, dims and their roles, and its fp64 meaning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+ROLES = ("batch", "tiled", "reduced", "contracted", "head", "index")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One launcher argument.
+
+    ``shape`` lists dim names; ``"..."`` stands for the leading batch dims and ``"D/2"`` for half a dim.
+    ``kind`` is ``float`` (in the dtype under test), ``index`` (int64 in ``[0, index_of)``).
+    """
+
+    name: str
+    shape: tuple[str, ...]
+    kind: str = "float"
+    index_of: str | None = None
+    optional: bool = False  # may be passed as None (linear's bias)
+    values: str | None = None  # a fixed distribution for parameter-like args ("normal", "unit")
+
+    def resolve(self, dims: Mapping[str, int], batch: tuple[int, ...]) -> tuple[int, ...]:
+        out: list[int] = []
+        for d in self.shape:
+            if d == "...":
+                out.extend(batch)
+            elif d.endswith("/2"):
+                out.append(dims[d[:-2]] // 2)
+            else:
+                out.append(dims[d])
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything gpuemu knows about one op of ``shared/OPS.md``.
+
+    ``reference(**inputs, **kwargs)`` takes float64 tensors and returns the float64 (or int64) result.
+    ``error_scale(inputs, kwargs, ref)`` returns, per output element, the magnitude that rounding
+    errors of a correct kernel scale with; the bound there is ``atol + rtol * scale``.
+    ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
+    """
+
+    name: str
+    signature: str
+    meaning: str
+    args: tuple[ArgSpec, ...]
+    dims: Mapping[str, str]  # dim name -> role
+    reference: Callable[..., Any]
+    error_scale: Callable[..., Any]
+    scale_doc: str
+    mp_element: Callable[..., Any] | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    has_batch: bool = False
+    out_kind: str = "float"  # "float" or "index"
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
+    magnitude: str = "any"  # how input size limits values: any | sum | product | dot | norm
+    dim_limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    constraints: Callable[[Mapping[str, int], Mapping[str, Any]], str | None] | None = None
+
+    def dims_of_role(self, *roles: str) -> list[str]:
+        return [d for d, r in self.dims.items() if r in roles]
+
+    def check_dims(self, dims: Mapping[str, int], kwargs: Mapping[str, Any]) -> str | None:
+        """None when (dims, kwargs) form a valid call, else why not."""
+        for d in self.dims:
+            if d not in dims:
+                return f"missing dim {d}"
+            if dims[d] < 1:
+                return f"dim {d}={dims[d]} must be >= 1"
+        return self.constraints(dims, kwargs) if self.constraints else None
+
+    def float_args(self) -> list[ArgSpec]:
+        return [a for a in self.args if a.kind == "float"]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "signature": self.signature,
+            "meaning": self.meaning,
+            "dims": dict(self.dims),
+            "dtypes": list(self.dtypes),
+            "kwargs": dict(self.kwargs),
+            "output": self.out_kind,
+            "error_scale": self.scale_doc,
+            "mpmath_check": self.mp_element is not None,
+        }

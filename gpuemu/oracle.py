@@ -1,0 +1,362 @@
+"""The oracle: fp64 reference, one comparison core, and the Verdict.
+
+Every source of kernel calls (the fuzzer, the hook, reports) ends here, so a divergence found anywhere
+reads and replays the same way. :meth:`Oracle.compare` judges one output against the reference;
+:meth:`Oracle.evaluate` runs a launcher on a case with the hygiene checks around it (inputs unmodified,
+outputs poisoned, run twice for determinism, no aliasing) and then compares.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import ops
+from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
+from .runners import Launch, run_launcher
+from .tolerance import Tolerance, ToleranceTable, bounds
+
+SCHEMA_VERSION = 1
+PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
+MP_CHECKS = 3  # worst elements re-checked with mpmath before a mismatch is final
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the oracle concluded about one call. ``message`` is one line; ``detail`` is the report."""
+
+    status: str
+    kind: str = "ok"  # ok | mismatch | nonfinite | shape | dtype | type | mutation | nondeterministic | alias | exception | skipped
+    message: str = ""
+    detail: str = ""
+    max_abs_err: float | None = None
+    tol: float | None = None
+    index: tuple[int, ...] | None = None
+    out_value: float | None = None
+    ref_value: float | None = None
+    mismatched: int = 0
+    numel: int = 0
+    worst_ratio: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    reference: str = "fp64"
+    seconds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION, "status": self.status, "kind": self.kind, "message": self.message,
+            "detail": self.detail, "max_abs_err": self.max_abs_err, "tol": self.tol,
+            "index": list(self.index) if self.index is not None else None, "out_value": self.out_value,
+            "ref_value": self.ref_value, "mismatched": self.mismatched, "numel": self.numel,
+            "worst_ratio": self.worst_ratio, "rtol": self.rtol, "atol": self.atol, "reference": self.reference,
+            "seconds": dict(self.seconds),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        kw = {k: d.get(k) for k in ("status", "kind", "message", "detail", "max_abs_err", "tol", "out_value",
+                                    "ref_value", "worst_ratio", "rtol", "atol")}
+        return cls(**{k: v for k, v in kw.items() if v is not None}, index=tuple(d["index"]) if d.get("index") else None,
+                   mismatched=int(d.get("mismatched", 0)), numel=int(d.get("numel", 0)),
+                   reference=d.get("reference", "fp64"), seconds=dict(d.get("seconds", {})))
+
+
+def _fmt(x: float | None) -> str:
+    return "nan" if x is None or x != x else f"{x:.3g}"
+
+
+def _idx(i: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(v) for v in i) + "]"
+
+
+def to_reference_inputs(spec: ops.OpSpec, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs as the fp64 reference takes them: float64 (index args int64) on the CPU."""
+    import torch
+
+    out = {}
+    for a in spec.args:
+        t = inputs.get(a.name)
+        if t is None:
+            out[a.name] = None
+        elif a.kind == "index":
+            out[a.name] = t.detach().to("cpu", torch.int64)
+        else:
+            out[a.name] = t.detach().to("cpu", torch.float64)
+    return out
+
+
+def reference(spec: ops.OpSpec, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any]):
+    """(fp64 reference, error scale) for fp64 inputs."""
+    import torch
+
+    full = dict(spec.kwargs, **kwargs)
+    with torch.no_grad():
+        ref = spec.reference(**inputs64, **full)
+        scale = spec.error_scale(inputs64, full, ref) if spec.out_kind == "float" else None
+    return ref, scale
+
+
+def _storage_bytes(t) -> bytes:
+    st = t.untyped_storage()
+    return bytes(st.cpu()) if st.device.type != "cpu" else bytes(st)
+
+
+def _bits(t):
+    """A view of ``t``'s values that compares NaNs bitwise."""
+    import torch
+
+    t = t.detach().contiguous().cpu()
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.view(width) if t.is_floating_point() else t
+
+
+def _overlaps(a, b) -> bool:
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a.device == b.device and a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() and sb.nbytes()
+
+
+class Oracle:
+    """One oracle for fuzzing, the hook and reports.
+
+    >>> from gpuemu.oracle import Oracle
+    >>> o = Oracle.default()
+    """
+
+    def __init__(self, tolerances: ToleranceTable) -> None:
+        self.tolerances = tolerances
+
+    @classmethod
+    def default(cls) -> "Oracle":
+        from . import config
+
+        return cls(config.resolve().tolerance_table())
+
+    # ------------------------------------------------------------------ compare
+
+    def compare(self, spec: ops.OpSpec, dtype: str, inputs: Mapping[str, Any], kwargs: Mapping[str, Any],
+                output: Any, *, tol: Tolerance | None = None) -> Verdict:
+        """Judge ``output`` of ``spec`` on ``inputs`` (in ``dtype``) against the fp64 reference."""
+        import torch
+
+        t0 = time.perf_counter()
+        inputs64 = to_reference_inputs(spec, inputs)
+        ref, scale = reference(spec, inputs64, kwargs)
+        t1 = time.perf_counter()
+        tol = tol or self.tolerances.get(spec.name, dtype)
+        verdict = self._judge(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol)
+        t2 = time.perf_counter()
+        secs = dict(verdict.seconds, reference=t1 - t0, compare=t2 - t1)
+        return _with(verdict, seconds=secs)
+
+    def _judge(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol) -> Verdict:
+        import torch
+
+        base = dict(rtol=tol.rtol, atol=tol.atol, numel=ref.numel())
+        if not isinstance(output, torch.Tensor):
+            return Verdict(FAIL, "type", f"returned {type(output).__name__}, expected a torch.Tensor", **base)
+        want_dtype = torch.int64 if spec.out_kind == "index" else torch_dtype(dtype)
+        if tuple(output.shape) != tuple(ref.shape):
+            return Verdict(FAIL, "shape", f"output shape {list(output.shape)} != expected {list(ref.shape)} "
+                                          f"({spec.signature})", **base)
+        if output.dtype != want_dtype:
+            return Verdict(FAIL, "dtype", f"output dtype {str(output.dtype).replace('torch.', '')} != expected "
+                                          f"{str(want_dtype).replace('torch.', '')}", **base)
+        first = next((t for t in inputs.values() if t is not None), None)
+        if first is not None and output.device != first.device:
+            return Verdict(FAIL, "device", f"output on {output.device}, inputs on {first.device}", **base)
+        if ref.numel() == 0:
+            return Verdict(PASS, **base)
+        if spec.out_kind == "index":
+            return self._judge_index(output, ref, base)
+        return self._judge_float(spec, dtype, inputs64, kwargs, output, ref, scale, tol, base)
+
+    def _judge_index(self, output, ref, base) -> Verdict:
+        out = output.detach().cpu().to(ref.dtype)
+        bad = out != ref
+        n = int(bad.sum())
+        if n == 0:
+            return Verdict(PASS, **base)
+        flat = int(bad.reshape(-1).nonzero()[0])
+        idx = tuple(int(i) for i in _unravel(flat, ref.shape))
+        o, r = int(out.reshape(-1)[flat]), int(ref.reshape(-1)[flat])
+        detail = (f"Mismatched elements: {n} / {ref.numel()} ({100.0 * n / ref.numel():.1f}%)\n"
+                  f"First mismatch at index {_idx(idx)}: got {o}, expected {r} (indices must match exactly)")
+        return Verdict(FAIL, "mismatch", f"index mismatch: got {o}, expected {r} at {_idx(idx)}", detail,
+                       max_abs_err=float(abs(o - r)), tol=0.0, index=idx, out_value=float(o), ref_value=float(r),
+                       mismatched=n, worst_ratio=math.inf, **base)
+
+    def _judge_float(self, spec, dtype, inputs64, kwargs, output, ref, scale, tol, base) -> Verdict:
+        import torch
+
+        out = output.detach().to("cpu", torch.float64)
+        bound = bounds(scale, ref, tol)
+        fmax = torch.finfo(torch_dtype(dtype)).max
+        ref_nan, out_nan = ref.isnan(), out.isnan()
+        ref_fin, out_fin = ref.isfinite(), out.isfinite()
+        # a result beyond the dtype's range may round to inf (or saturate at max) in any correct kernel
+        overflow_ok = ref_fin & (ref.abs() > fmax) & ((out.isinf() & (out.sign() == ref.sign())) | (out.abs() >= fmax))
+        err = (out - ref).abs()
+        err = torch.where(ref_fin & out_fin, err, torch.full_like(err, math.inf))
+        err = torch.where(overflow_ok | (ref_nan & out_nan) | (ref.isinf() & (out == ref)), torch.zeros_like(err), err)
+        bad = err > bound
+        n = int(bad.sum())
+        note = ""
+        if n and spec.mp_element is not None:
+            n, bad, note = self._mpmath_guard(spec, inputs64, kwargs, out, ref, bound, bad)
+        if n == 0:
+            return Verdict(PASS, reference="fp64+mpmath" if note else "fp64", **base)
+        ratio = torch.where(bad, err / bound.clamp_min(1e-300), torch.zeros_like(err))
+        worst_flat = int(ratio.reshape(-1).argmax())
+        bad_err = torch.where(bad, err, torch.full_like(err, -1.0)).reshape(-1)
+        maxerr_flat = int(bad_err.argmax())
+        idx = tuple(int(i) for i in _unravel(maxerr_flat, ref.shape))
+        flat_out, flat_ref, flat_bound = out.reshape(-1), ref.reshape(-1), bound.reshape(-1)
+        e = float(bad_err[maxerr_flat])
+        b = float(flat_bound[maxerr_flat])
+        o, r = float(flat_out[maxerr_flat]), float(flat_ref[maxerr_flat])
+        nonfinite = not math.isfinite(o) and math.isfinite(r)
+        kind = "nonfinite" if nonfinite else "mismatch"
+        rel = torch.where(bad & ref_fin & out_fin, err / ref.abs().clamp_min(1e-300), torch.zeros_like(err)).reshape(-1)
+        rel_flat = int(rel.argmax())
+        widx = tuple(int(i) for i in _unravel(worst_flat, ref.shape))
+        lines = [
+            f"Mismatched elements: {n} / {ref.numel()} ({100.0 * n / ref.numel():.1f}%)",
+            f"Greatest absolute difference: {_fmt(e)} at index {_idx(idx)} (up to {_fmt(b)} allowed): "
+            f"got {_fmt(o)}, expected {_fmt(r)}",
+            f"Greatest relative difference: {_fmt(float(rel[rel_flat]))} at index "
+            f"{_idx(tuple(int(i) for i in _unravel(rel_flat, ref.shape)))}",
+            f"Worst element relative to its bound: {_idx(widx)}, {_fmt(float(ratio.reshape(-1)[worst_flat]))}x the bound",
+            f"Bound: atol + rtol * scale with rtol={tol.rtol:g}, atol={tol.atol:g}, scale = {spec.scale_doc} ({tol.source})",
+        ]
+        if nonfinite:
+            lines.insert(1, f"Non-finite output where the reference is finite: {int((~out_fin & ref_fin).sum())} elements")
+        if note:
+            lines.append(note)
+        msg = (f"non-finite output {_fmt(o)} where reference is {_fmt(r)}" if nonfinite
+               else f"max abs err {_fmt(e)} > tol {_fmt(b)}")
+        return Verdict(FAIL, kind, msg, "\n".join(lines), max_abs_err=e, tol=b, index=idx, out_value=o, ref_value=r,
+                       mismatched=n, worst_ratio=float(ratio.reshape(-1)[worst_flat]),
+                       reference="fp64+mpmath" if note else "fp64", **base)
+
+    def _mpmath_guard(self, spec, inputs64, kwargs, out, ref, bound, bad):
+        """Re-check the worst mismatches with mpmath: fp64 itself may be wrong on ill-conditioned inputs."""
+        import mpmath
+        import numpy as np
+
+        full = dict(spec.kwargs, **kwargs)
+        arrays = {k: (None if v is None else v.numpy()) for k, v in inputs64.items()}
+        err = (out - ref).abs()
+        order = torch_argsort_desc(torch_where_bad(err, bad))[:MP_CHECKS]
+        fixed = 0
+        bad = bad.clone()
+        with mpmath.workdps(50):
+            for flat in order:
+                flat = int(flat)
+                if not bool(bad.reshape(-1)[flat]):
+                    continue
+                idx = tuple(int(i) for i in np.unravel_index(flat, tuple(ref.shape)))
+                try:
+                    exact = float(spec.mp_element(arrays, full, idx))
+                except Exception:  # an mpmath failure leaves the fp64 verdict standing
+                    continue
+                if abs(exact - float(ref.reshape(-1)[flat])) > 0.5 * float(bound.reshape(-1)[flat]):
+                    if abs(float(out.reshape(-1)[flat]) - exact) <= float(bound.reshape(-1)[flat]):
+                        bad.reshape(-1)[flat] = False
+                        fixed += 1
+        n = int(bad.sum())
+        note = f"mpmath: the fp64 reference was off at {fixed} checked element(s); judged against mpmath there" if fixed else ""
+        return n, bad, note
+
+    # ------------------------------------------------------------------ evaluate
+
+    def evaluate(self, launcher: Callable, case: Case, *, device: str = "cpu", check_determinism: bool = True,
+                 tol: Tolerance | None = None, inputs: Mapping[str, Any] | None = None) -> "Evaluation":
+        """Run ``launcher`` on ``case`` with hygiene checks, then compare. Never raises for the launcher.
+
+        ``inputs`` replaces the case's generated tensors (replay of stored snapshot bytes).
+        """
+        import torch
+
+        spec = case.spec
+        t0 = time.perf_counter()
+        if inputs is None:
+            inputs, kwargs = materialize(case, device)
+        else:
+            inputs, kwargs = dict(inputs), call_kwargs(case)
+        before = {k: _storage_bytes(v) for k, v in inputs.items() if v is not None}
+        args = [inputs[a.name] for a in spec.args]
+        t_gen = time.perf_counter() - t0
+        run1 = run_launcher(launcher, args, kwargs, device=device)
+        secs = {"generate": t_gen, "kernel": run1.seconds}
+
+        def done(v: Verdict) -> Evaluation:
+            return Evaluation(_with(v, seconds=dict(secs, **v.seconds)), run1.launches)
+
+        if run1.error is not None:
+            return done(Verdict(ERROR, "exception", f"launcher raised {run1.error_text}"))
+        mutated = [k for k, v in inputs.items() if v is not None and _storage_bytes(v) != before[k]]
+        if mutated:
+            return done(Verdict(FAIL, "mutation", f"the launcher modified its input{'s' if len(mutated) > 1 else ''} "
+                                                  f"{', '.join(repr(m) for m in mutated)} (inputs must stay unchanged)"))
+        out1 = run1.output
+        if isinstance(out1, torch.Tensor):
+            aliased = [k for k, v in inputs.items() if v is not None and _overlaps(out1, v)]
+            if aliased:
+                return done(Verdict(FAIL, "alias", f"the output aliases input {aliased[0]!r}: it shares its memory"))
+        if check_determinism and isinstance(out1, torch.Tensor):
+            first_bits = _bits(out1).clone()
+            run2 = run_launcher(launcher, args, kwargs, device=device)
+            secs["kernel"] += run2.seconds
+            if run2.error is not None:
+                return done(Verdict(ERROR, "exception", f"second call on the same inputs raised {run2.error_text}"))
+            out2 = run2.output
+            if isinstance(out2, torch.Tensor):
+                if out2.untyped_storage().data_ptr() == out1.untyped_storage().data_ptr():
+                    return done(Verdict(FAIL, "alias", "the launcher returned the same buffer on two calls "
+                                                       "(a cached output): the second call overwrote the first's result"))
+                if out2.shape == out1.shape and out2.dtype == out1.dtype and not torch.equal(_bits(out2), first_bits):
+                    diff = int((_bits(out2) != first_bits).sum())
+                    return done(Verdict(FAIL, "nondeterministic", f"two calls on the same inputs differ at {diff} "
+                                                                  f"element{'s' if diff != 1 else ''} (non-deterministic)"))
+        return done(self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    verdict: Verdict
+    launches: list[Launch]
+
+
+def _with(v: Verdict, **changes) -> Verdict:
+    import dataclasses
+
+    return dataclasses.replace(v, **changes)
+
+
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    out = []
+    for s in reversed(tuple(shape)):
+        out.append(flat % s)
+        flat //= s
+    return tuple(reversed(out))
+
+
+def torch_where_bad(err, bad):
+    import torch
+
+    return torch.where(bad, torch.nan_to_num(err, posinf=1e308), torch.full_like(err, -1.0)).reshape(-1)
+
+
+def torch_argsort_desc(v):
+    return v.argsort(descending=True)
+
+
+__all__ = ["Oracle", "Verdict", "Evaluation", "reference", "to_reference_inputs", "PASS", "FAIL", "ERROR", "SKIP",
+           "DTYPES"]

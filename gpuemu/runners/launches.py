@@ -1,0 +1,137 @@
+"""Seeing Triton launches: kernel, constexprs, grid.
+
+``JITFunction.run(self, *args, grid, warmup, **kwargs)`` has this signature in Triton 3.0-3.9 and sees
+every launch (autotuner and heuristics forward to it); under TRITON_INTERPRET=1 the kernel object is an
+``InterpretedFunction`` with the same ``run``. Triton's own launch hook gets neither arguments nor
+constexprs and never fires under the interpreter, so both ``run`` methods are wrapped, once, at class
+level. With no observer active the wrapper costs one list check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+_state = threading.local()
+_installed = False
+_install_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    constexprs: dict[str, Any] = field(default_factory=dict)
+    grid: tuple[int, ...] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "constexprs": dict(self.constexprs),
+                "grid": list(self.grid) if self.grid is not None else None, "options": dict(self.options)}
+
+
+def in_launch() -> bool:
+    """True while a Triton kernel runs on this thread (allocations inside are the runtime's own)."""
+    return getattr(_state, "depth", 0) > 0
+
+
+def _observers() -> list:
+    obs = getattr(_state, "observers", None)
+    if obs is None:
+        obs = _state.observers = []
+    return obs
+
+
+def _is_constexpr(param: inspect.Parameter) -> bool:
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        return False
+    name = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
+    return str(name).split(".")[-1] == "constexpr"
+
+
+def _describe(kernel_obj, args, grid, kwargs) -> Launch:
+    fn = getattr(kernel_obj, "fn", None)
+    name = getattr(fn, "__name__", type(kernel_obj).__name__)
+    constexprs: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    try:
+        sig = inspect.signature(fn)
+        params = sig.parameters
+        call_kwargs = {k: v for k, v in kwargs.items() if k in params}
+        options = {k: v for k, v in kwargs.items() if k not in params and _plain(v)}
+        bound = sig.bind_partial(*args, **call_kwargs)
+        bound.apply_defaults()
+        constexprs = {k: v for k, v in bound.arguments.items() if k in params and _is_constexpr(params[k]) and _plain(v)}
+        g = grid(dict(bound.arguments)) if callable(grid) else grid
+        grid_t = tuple(int(x) for x in g) if g is not None else None
+    except Exception:  # describing must never break the launch
+        grid_t = None
+    return Launch(kernel=name, constexprs=constexprs, grid=grid_t, options=options)
+
+
+def _plain(v: Any) -> bool:
+    return isinstance(v, (int, float, bool, str)) or v is None
+
+
+def _wrap(original):
+    def run(self, *args, grid, warmup, **kwargs):
+        observers = getattr(_state, "observers", None)
+        if observers and not warmup:
+            launch = _describe(self, args, grid, kwargs)
+            for obs in observers:
+                obs.append(launch)
+        _state.depth = getattr(_state, "depth", 0) + 1
+        try:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            _state.depth -= 1
+
+    run.__gpuemu_wrapped__ = original  # type: ignore[attr-defined]
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    return run
+
+
+def install() -> None:
+    """Wrap ``JITFunction.run`` and ``InterpretedFunction.run`` once (idempotent)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        try:
+            from triton.runtime.jit import JITFunction
+        except Exception:  # no triton: nothing to observe
+            _installed = True
+            return
+        classes = [JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        except Exception:  # pragma: no cover - very old triton
+            pass
+        for cls in classes:
+            if not hasattr(cls.run, "__gpuemu_wrapped__"):
+                cls.run = _wrap(cls.run)
+        _installed = True
+
+
+@contextlib.contextmanager
+def observe_launches() -> Iterator[list[Launch]]:
+    """Collect the Triton launches made on this thread inside the block.
+
+    >>> with observe_launches() as seen:
+    ...     pass
+    >>> seen
+    []
+    """
+    install()
+    seen: list[Launch] = []
+    obs = _observers()
+    obs.append(seen)
+    try:
+        yield seen
+    finally:
+        obs.remove(seen)

@@ -1,0 +1,58 @@
+"""Tolerances: per op and dtype, from the rule pack, applied on condition-aware error scales.
+
+At output element i a kernel may differ from the fp64 reference by
+
+    bound_i = atol + rtol * max(scale_i, |ref_i|)
+
+``scale_i`` is the op's error scale (see ``OpSpec.error_scale``): what a correct kernel's rounding
+error is proportional to. ``|ref_i|`` is always included because the final rounding to the output dtype
+alone costs up to one half-ulp of the result. When every reference element is so small that the bound
+is atol everywhere, atol is dropped: such a case would otherwise pass a kernel that writes zeros.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import RulePackError
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    source: str = "rulepack"
+
+    def to_dict(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol, "source": self.source}
+
+
+class ToleranceTable:
+    """``table.get(op, dtype)``: the op's entry for the dtype, else the default entry."""
+
+    def __init__(self, entries: Mapping[str, Mapping[str, Mapping[str, float]]], source: str = "rulepack") -> None:
+        self._entries = entries
+        self._source = source
+
+    def get(self, op: str, dtype: str) -> Tolerance:
+        for key in (op, "default"):
+            entry = self._entries.get(key, {}).get(dtype)
+            if entry is not None:
+                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{key}.{dtype}")
+        raise RulePackError(f"rule pack has no tolerance for op {op!r}, dtype {dtype} (nor a default); "
+                            f"add tolerances.default.{dtype}: {{rtol: ..., atol: ...}}")
+
+    def to_dict(self) -> dict:
+        return {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
+
+
+def bounds(scale, ref, tol: Tolerance):
+    """Per-element bound (float64 tensor); see the module docstring for the formula."""
+    import torch
+
+    s = torch.maximum(scale, ref.abs())
+    s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
+    if tol.atol > 0 and bool((tol.rtol * s <= tol.atol).all()):
+        return tol.rtol * s  # all-near-zero output: never pass on atol alone
+    return tol.atol + tol.rtol * s
