@@ -258,7 +258,8 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
             elif arg.values:
                 dist, params = arg.values, value_params(arg.values, spec, case.dtype, case.dims)
             else:
-                dist, params = case.values, case.value_params
+                dist = case.values
+                params = case.value_params or value_params(dist, spec, case.dtype, case.dims)
             v64 = torch.from_numpy(_float_values(dist, params, shape, rng))
             vals = v64.to(torch.float32).to(dt)  # the documented rounding path: f64 -> f32 -> dtype
             t = _place(vals, layout, float("nan"))
@@ -326,6 +327,8 @@ def _tile_edges(blocks: list[int]) -> list[int]:
 
 
 def _pick_dim(rng: Rng, kind: str, lo: int, hi: int, blocks: list[int]) -> int:
+    # blocks that grow with the dim (BLOCK = next_pow2(N)) must not feed back into ever larger sizes
+    blocks = [b for b in blocks if b <= hi]
     if kind == "tile_edge" and blocks:
         edges = [e for e in _tile_edges(blocks) if lo <= e <= max(hi, 2 * max(blocks) + 1)]
         if edges:

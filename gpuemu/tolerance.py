@@ -2,12 +2,14 @@
 
 At output element i a kernel may differ from the fp64 reference by
 
-    bound_i = atol + rtol * max(scale_i, |ref_i|)
+    bound_i = atol + rtol * max(scale_i, |ref_i|) + floor(dtype)
 
 ``scale_i`` is the op's error scale (see ``OpSpec.error_scale``): what a correct kernel's rounding
 error is proportional to. ``|ref_i|`` is always included because the final rounding to the output dtype
-alone costs up to one half-ulp of the result. When every reference element is so small that the bound
-is atol everywhere, atol is dropped: such a case would otherwise pass a kernel that writes zeros.
+alone costs up to one half-ulp of the result. ``floor(dtype)`` is the spacing of the dtype's subnormals
+(fp16 2^-24, bf16 2^-133, fp32 2^-149): rounding a result into the subnormal range costs that much in
+absolute terms, however correct the kernel. When every reference element is so small that atol alone
+would cover it, atol is dropped: such a case would otherwise pass a kernel that writes zeros.
 """
 
 from __future__ import annotations
@@ -47,12 +49,16 @@ class ToleranceTable:
         return {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
 
 
-def bounds(scale, ref, tol: Tolerance):
+SUBNORMAL_SPACING = {"fp32": 2.0**-149, "fp16": 2.0**-24, "bf16": 2.0**-133}
+
+
+def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32"):
     """Per-element bound (float64 tensor); see the module docstring for the formula."""
     import torch
 
     s = torch.maximum(scale, ref.abs())
     s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
-    if tol.atol > 0 and bool((tol.rtol * s <= tol.atol).all()):
-        return tol.rtol * s  # all-near-zero output: never pass on atol alone
-    return tol.atol + tol.rtol * s
+    floor = SUBNORMAL_SPACING.get(dtype, 0.0)
+    if tol.atol > 0 and bool((ref.abs() <= tol.atol).all()):
+        return tol.rtol * s + floor  # all-near-zero output: never pass on atol alone
+    return tol.atol + tol.rtol * s + floor

@@ -1,0 +1,128 @@
+"""The fuzz loop on pure-torch launchers (fast) with planted bugs; Triton corpus runs are in test_corpus.py."""
+
+import json
+
+import pytest
+import torch
+
+import gpuemu
+from gpuemu.fuzzer import attribute_blocks
+from gpuemu.runners import Launch
+from gpuemu import ops
+
+
+def good_softmax(x):
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def padded_softmax(x, block=32):
+    """Softmax whose padding lanes (to a multiple of 32) enter the denominator as zeros: a tail-mask leak."""
+    n = x.shape[-1]
+    pad = (-n) % block
+    xp = torch.nn.functional.pad(x.float(), (0, pad), value=0.0)
+    m = x.float().amax(-1, keepdim=True)
+    e = torch.exp(xp - m)
+    return (e / e.sum(-1, keepdim=True))[..., :n].to(x.dtype)
+
+
+def test_correct_launcher_passes(store):
+    r = gpuemu.fuzz(good_softmax, op="softmax", iterations=40, seed=3, store=store)
+    assert r.ok and r.passed == 40 and r.iterations == 40
+    assert r.summary() == "Passed: 40/40"
+    r.raise_for_failures()  # no exception
+
+
+def test_buggy_launcher_fails_and_is_shrunk(store):
+    r = gpuemu.fuzz(padded_softmax, op="softmax", iterations=40, seed=3, store=store)
+    assert not r.ok
+    first = r.failures[0]
+    assert first.line().startswith(f"FAIL seed=0x{first.case.seed:x} dtype=")
+    assert "max abs err" in first.line() and "> tol" in first.line()
+    assert first.replay == f"gpuemu reproduce 0x{first.case.seed:x}"
+    assert first.case.batch == () and first.case.is_contiguous()  # shrunk to the simplest shape
+    assert first.case.dims["N"] < 32
+    with pytest.raises(AssertionError, match="is not a correct softmax"):
+        r.raise_for_failures()
+    json.dumps(r.to_dict())  # serialisable
+    assert r.stored == r.failed_cases
+
+
+def test_same_seed_same_cases(store):
+    seen_a, seen_b = [], []
+    gpuemu.fuzz(good_softmax, op="softmax", iterations=10, seed=11, save=False, on_case=lambda i, c, v: seen_a.append(c))
+    gpuemu.fuzz(good_softmax, op="softmax", iterations=10, seed=11, save=False, on_case=lambda i, c, v: seen_b.append(c))
+    assert seen_a == seen_b
+
+
+def test_stride_hint_only_with_evidence():
+    def ignores_strides(x):
+        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), x.storage_offset(), x.shape,
+                                                   [x.shape[-1] if i == x.dim() - 2 else 1 for i in range(x.dim())]
+                                                   if x.dim() > 1 else [1])
+        return good_softmax(flat)
+
+    r = gpuemu.fuzz(ignores_strides, op="softmax", iterations=60, seed=5, save=False)
+    assert not r.ok
+    assert "stride bug suspected: fails only for non-contiguous inputs" in (r.failures[0].hint or "")
+
+
+def test_precision_hint_for_fp16_accumulation():
+    def fp16_cumsum(x):
+        if x.dtype == torch.float32:
+            return torch.cumsum(x, -1)
+        out = torch.empty_like(x)
+        acc = torch.zeros(x.shape[:-1], dtype=x.dtype)
+        for j in range(x.shape[-1]):  # accumulate in the storage dtype: loses bits in fp16
+            acc = acc + x[..., j]
+            out[..., j] = acc
+        return out
+
+    r = gpuemu.fuzz(fp16_cumsum, op="cumsum", iterations=60, seed=2, dtypes="fp16", save=False)
+    assert not r.ok
+    assert "precision suspected: fails only for fp16" in (r.failures[0].hint or "")
+
+
+def test_no_hint_without_evidence():
+    def always_off(x):
+        return good_softmax(x) * 1.5
+
+    r = gpuemu.fuzz(always_off, op="softmax", iterations=5, seed=1, save=False)
+    assert not r.ok and r.failures[0].hint is None
+
+
+def test_tail_hint_from_observed_blocks():
+    spec = ops.get("softmax")
+    blocks = attribute_blocks(spec, [Launch("k", {"BLOCK_N": 64, "num_warps": 4, "FLAG": True})])
+    assert blocks == {"N": [("BLOCK_N", 64)]}
+    attn = attribute_blocks(ops.get("attention"), [Launch("k", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 32})])
+    assert attn["Nq"] == [("BLOCK_M", 16)] and attn["Nk"] == [("BLOCK_N", 64)] and attn["D"] == [("BLOCK_D", 32)]
+
+
+def test_launcher_raising_keeps_fuzzing():
+    def sometimes(x):
+        if x.shape[-1] == 1:
+            raise ValueError("N=1 unsupported")
+        return good_softmax(x)
+
+    r = gpuemu.fuzz(sometimes, op="softmax", iterations=60, seed=4, save=False)
+    assert r.iterations == 60
+    errs = [f for f in r.failures if f.verdict.status == "error"]
+    assert errs and errs[0].line().startswith("ERROR seed=") and "ValueError: N=1 unsupported" in errs[0].line()
+
+
+def test_bad_arguments():
+    with pytest.raises(KeyError, match="not a known op"):
+        gpuemu.fuzz(good_softmax, op="sofmax")
+    with pytest.raises(TypeError, match="iterations"):
+        gpuemu.fuzz(good_softmax, op="softmax", iterations=0)
+    with pytest.raises(TypeError, match="dtype"):
+        gpuemu.fuzz(good_softmax, op="softmax", dtypes="fp8")
+
+
+def test_reproduce_api_round_trip(store):
+    r = gpuemu.fuzz(padded_softmax, op="softmax", iterations=20, seed=3, store=store, target="tests.test_fuzz:padded_softmax")
+    seed = r.failures[0].case.seed
+    rp = gpuemu.reproduce(seed, store=store, fn=padded_softmax)
+    assert rp.same and rp.verdict.max_abs_err == r.failures[0].verdict.max_abs_err
+    rp2 = gpuemu.reproduce(f"0x{seed:x}"[:8], store=store, fn=good_softmax)  # prefix; fixed kernel passes
+    assert rp2.verdict.status == "pass" and not rp2.same

@@ -1,0 +1,175 @@
+"""The comparison core and the hygiene checks, each with a launcher that has exactly that defect."""
+
+import math
+
+import pytest
+import torch
+
+from gpuemu import ops
+from gpuemu.cases import Case
+from gpuemu.oracle import ERROR, FAIL, PASS, Oracle, Verdict
+from gpuemu.tolerance import Tolerance
+
+ORACLE = Oracle.default()
+SOFTMAX = Case(op="softmax", dtype="fp32", dims={"N": 33}, seed=5, batch=(4,))
+SOFTMAX16 = SOFTMAX.replace(dtype="fp16")
+
+
+def good_softmax(x):
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def test_correct_launcher_passes():
+    v = ORACLE.evaluate(good_softmax, SOFTMAX).verdict
+    assert v.status == PASS, v.message
+    assert ORACLE.evaluate(good_softmax, SOFTMAX16).verdict.status == PASS
+
+
+def test_mismatch_report_reads_like_assert_close():
+    def off_by_a_bit(x):
+        y = good_softmax(x)
+        y[1, 7] += 0.01
+        return y
+
+    v = ORACLE.evaluate(off_by_a_bit, SOFTMAX).verdict
+    assert v.status == FAIL and v.kind == "mismatch"
+    assert v.index == (1, 7) and v.mismatched == 1 and v.numel == 4 * 33
+    assert v.message.startswith("max abs err 0.01 > tol")
+    assert "Mismatched elements: 1 / 132" in v.detail and "at index [1,7]" in v.detail
+    assert math.isclose(v.max_abs_err, 0.01, rel_tol=1e-3)
+
+
+def test_unwritten_output_is_poisoned_not_a_lucky_zero():
+    def skips_last_column(x):
+        y = torch.empty_like(x)
+        y[..., :-1] = good_softmax(x)[..., :-1]
+        return y  # the last column is whatever empty() gave: NaN under gpuemu
+
+    case = SOFTMAX.replace(values="zeros")  # softmax of zeros is not zero, but zeros would be the lucky value
+    v = ORACLE.evaluate(skips_last_column, case).verdict
+    assert v.status == FAIL and v.kind == "nonfinite"
+
+
+def test_input_mutation_is_a_failure():
+    def in_place(x):
+        x.mul_(1.0001)
+        return good_softmax(x)
+
+    v = ORACLE.evaluate(in_place, SOFTMAX).verdict
+    assert v.kind == "mutation" and "'x'" in v.message
+
+
+def test_write_into_the_gap_of_a_strided_input_is_mutation():
+    def writes_gap(x):
+        x.untyped_storage()  # noqa: B018
+        base = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
+        base[-1] = 0.0  # the guard after the view
+        return good_softmax(x)
+
+    v = ORACLE.evaluate(writes_gap, SOFTMAX.replace(layouts={"x": "strided"})).verdict
+    assert v.kind == "mutation"
+
+
+def test_nondeterminism_is_reported():
+    calls = []
+
+    def noisy(x):
+        calls.append(1)
+        y = good_softmax(x)
+        return y + (len(calls) % 2) * 1e-3
+
+    v = ORACLE.evaluate(noisy, SOFTMAX).verdict
+    assert v.kind == "nondeterministic"
+
+
+def test_output_aliasing_an_input():
+    v = ORACLE.evaluate(lambda x: x.softmax(-1, out=None) if False else x, SOFTMAX).verdict
+    assert v.kind == "alias" and "'x'" in v.message
+
+
+def test_cached_output_buffer():
+    cache = {}
+
+    def cached(x):
+        buf = cache.setdefault("y", torch.empty_like(x))
+        buf.copy_(good_softmax(x))
+        return buf
+
+    v = ORACLE.evaluate(cached, SOFTMAX).verdict
+    assert v.kind == "alias" and "same buffer" in v.message
+
+
+def test_launcher_that_raises_is_an_error_verdict():
+    def boom(x):
+        raise RuntimeError("kernel exploded")
+
+    v = ORACLE.evaluate(boom, SOFTMAX).verdict
+    assert v.status == ERROR and "RuntimeError: kernel exploded" in v.message
+
+
+@pytest.mark.parametrize("bad,kind", [
+    (lambda x: good_softmax(x)[..., :-1], "shape"),
+    (lambda x: good_softmax(x).double(), "dtype"),
+    (lambda x: good_softmax(x).tolist(), "type"),
+])
+def test_wrong_output_shape_dtype_type(bad, kind):
+    v = ORACLE.evaluate(bad, SOFTMAX).verdict
+    assert v.status == FAIL and v.kind == kind
+    assert "expected" in v.message
+
+
+def test_nonfinite_where_reference_is_finite():
+    def nan_out(x):
+        y = good_softmax(x)
+        y[0, 0] = float("inf")
+        return y
+
+    v = ORACLE.evaluate(nan_out, SOFTMAX).verdict
+    assert v.kind == "nonfinite" and "inf" in v.message
+
+
+def test_overflow_to_inf_is_accepted_where_the_exact_result_exceeds_the_dtype():
+    spec = ops.get("add")
+    big = torch.full((4,), 60000.0, dtype=torch.float16)
+    out = big.float().add(big.float()).half()  # inf: 120000 does not fit fp16
+    v = ORACLE.compare(spec, "fp16", {"x": big, "y": big}, {}, out)
+    assert v.status == PASS
+
+
+def test_all_near_zero_output_never_passes_on_atol_alone():
+    spec = ops.get("mul")
+    x = torch.full((8,), 1e-20)
+    y = torch.full((8,), 1e-20)  # product 1e-40: an fp32 subnormal, so zeros are wrong
+    tol = Tolerance(rtol=1e-5, atol=1e-30)
+    assert ORACLE.compare(spec, "fp32", {"x": x, "y": y}, {}, torch.zeros(8), tol=tol).status == FAIL
+    assert ORACLE.compare(spec, "fp32", {"x": x, "y": y}, {}, x * y, tol=tol).status == PASS
+    x = torch.full((8,), 1e-30)  # product 1e-60 is below fp32's range: 0 is the correctly rounded result
+    assert ORACLE.compare(spec, "fp32", {"x": x, "y": x}, {}, torch.zeros(8), tol=tol).status == PASS
+    x = torch.full((8,), 1e-3)
+    y = torch.full((8,), 1e-3)
+    v = ORACLE.compare(spec, "fp32", {"x": x, "y": y}, {}, torch.zeros(8), tol=Tolerance(rtol=1e-5, atol=1e-5))
+    assert v.status == FAIL  # every |ref| (1e-6) is below atol: atol is dropped
+
+
+def test_index_outputs_must_match_exactly():
+    spec = ops.get("argmax")
+    x = torch.tensor([[0.0, 2.0, 2.0], [1.0, 0.0, 0.0]])
+    assert ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([1, 0])).status == PASS
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([2, 0]))
+    assert v.status == FAIL and "got 2, expected 1" in v.message
+
+
+def test_mpmath_guard_overrules_a_wrong_fp64_reference():
+    spec = ops.get("sum")
+    a = float(torch.tensor(1e16, dtype=torch.float32))
+    x = torch.tensor([[a, 1.0, -a]], dtype=torch.float32)  # fp64 summation loses the 1
+    tol = Tolerance(rtol=0.0, atol=1e-3)
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([1.0]), tol=tol)
+    assert v.status == PASS and v.reference == "fp64+mpmath"
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([0.0]), tol=tol)
+    assert v.status == FAIL  # agrees with fp64 but not with the exact value
+
+
+def test_verdict_round_trips():
+    v = ORACLE.evaluate(lambda x: good_softmax(x) * 1.01, SOFTMAX).verdict
+    assert Verdict.from_dict(v.to_dict()) == v
