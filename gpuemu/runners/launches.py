@@ -76,6 +76,37 @@ def _plain(v: Any) -> bool:
     return isinstance(v, (int, float, bool, str)) or v is None
 
 
+_interceptors: list = []  # process-wide, in order of installation; see add_interceptor
+
+
+def add_interceptor(fn) -> None:
+    """Route every Triton launch through ``fn(kernel, args, kwargs, grid, warmup, call_next)``.
+
+    ``kernel`` is the JITFunction / InterpretedFunction, ``args``/``kwargs`` as given to ``run``, and
+    ``call_next(args, kwargs, grid)`` continues the chain (eventually Triton's own ``run``). An
+    interceptor may run the launch elsewhere (a CPU runtime), around it (a shadow check) or not at all;
+    it must return what ``run`` returns. Interceptors chain in installation order; adding one twice is a
+    no-op, so every tool can add its own without clobbering another's.
+    """
+    install()
+    if fn not in _interceptors:
+        _interceptors.append(fn)
+
+
+def remove_interceptor(fn) -> None:
+    if fn in _interceptors:
+        _interceptors.remove(fn)
+
+
+def _chain(original, self, index: int):
+    def call_next(args, kwargs, grid, warmup=False):
+        if index < len(_interceptors):
+            return _interceptors[index](self, args, kwargs, grid, warmup, _chain(original, self, index + 1))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    return call_next
+
+
 def _wrap(original):
     def run(self, *args, grid, warmup, **kwargs):
         observers = getattr(_state, "observers", None)
@@ -85,6 +116,8 @@ def _wrap(original):
                 obs.append(launch)
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
+            if _interceptors:  # the unsampled, un-intercepted path pays this one check
+                return _chain(original, self, 0)(args, kwargs, grid, warmup)
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         finally:
             _state.depth -= 1

@@ -1,0 +1,60 @@
+import torch
+import triton
+import triton.language as tl
+
+from gpuemu.runners import observe_launches
+from gpuemu.runners.launches import add_interceptor, remove_interceptor
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+
+def _launch(x, block=16):
+    y = torch.empty_like(x)
+    _double[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel(), BLOCK=block)
+    return y
+
+
+def test_observes_kernel_constexprs_and_callable_grid():
+    x = torch.arange(40, dtype=torch.float32)
+    with observe_launches() as seen:
+        y = _launch(x)
+    assert torch.equal(y, 2 * x)
+    assert len(seen) == 1
+    assert seen[0].kernel == "_double" and seen[0].constexprs == {"BLOCK": 16} and seen[0].grid == (3,)
+
+
+def test_nothing_observed_outside_the_block():
+    with observe_launches() as seen:
+        pass
+    _launch(torch.ones(3))
+    assert seen == []
+
+
+def test_interceptors_chain_and_can_be_removed():
+    calls = []
+
+    def outer(kernel, args, kwargs, grid, warmup, call_next):
+        calls.append(("outer", kwargs.get("BLOCK")))
+        return call_next(args, kwargs, grid)
+
+    def inner(kernel, args, kwargs, grid, warmup, call_next):
+        calls.append(("inner", kernel.fn.__name__))
+        return call_next(args, kwargs, grid)
+
+    add_interceptor(outer)
+    add_interceptor(inner)
+    add_interceptor(outer)  # idempotent
+    try:
+        x = torch.arange(5, dtype=torch.float32)
+        assert torch.equal(_launch(x), 2 * x)
+    finally:
+        remove_interceptor(outer)
+        remove_interceptor(inner)
+    assert calls == [("outer", 16), ("inner", "_double")]
+    _launch(torch.ones(2))
+    assert len(calls) == 2
