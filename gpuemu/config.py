@@ -22,14 +22,25 @@ _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget
 _HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str}
 
 
-def builtin_rulepack() -> Path:
-    """Path of the built-in rule pack (in the wheel: gpuemu/rulepacks; in a checkout: ./rulepacks)."""
+def builtin_dir() -> Path:
+    """The built-in rule packs' folder (in the wheel: gpuemu/rulepacks; in a checkout: ./rulepacks)."""
     from importlib import resources
 
-    packaged = Path(str(resources.files("gpuemu"))) / "rulepacks" / "default.yaml"
-    if packaged.is_file():
+    packaged = Path(str(resources.files("gpuemu"))) / "rulepacks"
+    if (packaged / "default.yaml").is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "rulepacks" / "default.yaml"
+    return Path(__file__).resolve().parent.parent / "rulepacks"
+
+
+def builtin_rulepack() -> Path:
+    """Path of the built-in rule pack's main file."""
+    return builtin_dir() / "default.yaml"
+
+
+def builtin_rulepacks() -> list[Path]:
+    """Every built-in rule pack: default.yaml first, then the others (hook.yaml, lint.yaml, ...) by name."""
+    others = sorted(p for p in builtin_dir().glob("*.yaml") if p.name != "default.yaml")
+    return [builtin_rulepack()] + others
 
 
 def _fail(path: str, key: str, why: str) -> RulePackError:
@@ -138,7 +149,7 @@ def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.Path
     project = cwd / "gpuemu.yaml"
     env_packs = [Path(p) for p in env.get("GPUEMU_RULEPACK", "").split(os.pathsep) if p]
     # built-in < project file < rule packs named in the environment < rule packs named as arguments
-    ordered = [builtin_rulepack()] + ([project] if project.is_file() else []) + env_packs + [Path(p) for p in rulepacks]
+    ordered = builtin_rulepacks() + ([project] if project.is_file() else []) + env_packs + [Path(p) for p in rulepacks]
     merged: dict = {}
     sources: dict = {}
     for path in ordered:
