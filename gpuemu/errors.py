@@ -33,3 +33,18 @@ class StoreError(GpuemuError, OSError):
 
 class SnapshotError(GpuemuError, ValueError):
     """A stored snapshot is missing, corrupt or was modified."""
+
+
+class KernelFinding(Exception):
+    """Raised from inside a launch by gpuemu's CPU runtime when the kernel itself did something wrong
+    (an out-of-bounds access, a failed device_assert, configs that disagree, an unsupported construct).
+
+    It is not a GpuemuError: it is a verdict about the kernel. The oracle turns it into a FAIL verdict of
+    ``kind`` (e.g. "oob", "assert", "config", "unsupported") whose message is ``message``.
+    """
+
+    def __init__(self, kind: str, message: str, **details) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.details = details

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from . import ops
+from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
 from .runners import Launch, run_launcher
 from .tolerance import Tolerance, ToleranceTable, bounds
@@ -336,6 +337,8 @@ class Oracle:
         def done(v: Verdict) -> Evaluation:
             return Evaluation(_with(v, seconds=dict(secs, **v.seconds)), run1.launches)
 
+        if isinstance(run1.error, KernelFinding):
+            return done(Verdict(FAIL, run1.error.kind, run1.error.message))
         if run1.error is not None:
             return done(Verdict(ERROR, "exception", f"launcher raised {run1.error_text}"))
         mutated = [k for k, v in inputs.items() if v is not None and not torch.equal(_storage_bytes(v), before[k])]
