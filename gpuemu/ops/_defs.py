@@ -199,8 +199,9 @@ _add(OpSpec(
 
 def _softmax_scale(inputs, kwargs, ref):
     x = inputs["x"]
-    # exp(x - max) carries the rounding of the subtraction, |x - max| ulps relative to the element
-    return ref * (1 + (x - x.amax(-1, keepdim=True)).abs())
+    # exp(x - max) carries the rounding of the exponent's argument: |x - max| ulps for a plain
+    # subtraction, |x| + |max| ulps for exp2(x*log2e - max*log2e) (the fast form real kernels use)
+    return ref * (1 + x.abs() + x.amax(-1, keepdim=True).abs())
 
 
 def _mp_softmax(row):
@@ -213,7 +214,7 @@ def _mp_softmax(row):
 _add(OpSpec(
     name="softmax", signature="f(x)", meaning="softmax over last dim", args=_X, dims={"N": "reduced"},
     has_batch=True, reference=lambda x: torch.softmax(x, -1), error_scale=_softmax_scale,
-    scale_doc="ref * (1 + |x - max|)", mp_element=_scan_mp(_mp_softmax),
+    scale_doc="ref * (1 + |x| + |max x|)", mp_element=_scan_mp(_mp_softmax),
 ))
 
 
