@@ -103,6 +103,21 @@ def reference(spec: ops.OpSpec, inputs64: Mapping[str, Any], kwargs: Mapping[str
     return ref, scale
 
 
+def elementwise_error(out, ref, dtype: str):
+    """|out - ref| per element (float64), with the non-finite rules: both NaN, or the same infinity, is no
+    error; a result beyond the dtype's range may round to inf (or saturate at max) with no error; any
+    other non-finite output, or a non-finite reference the output misses, is an infinite error."""
+    import torch
+
+    fmax = torch.finfo(torch_dtype(dtype)).max
+    ref_fin, out_fin = ref.isfinite(), out.isfinite()
+    overflow_ok = ref_fin & (ref.abs() > fmax) & ((out.isinf() & (out.sign() == ref.sign())) | (out.abs() >= fmax))
+    err = (out - ref).abs()
+    err = torch.where(ref_fin & out_fin, err, torch.full_like(err, math.inf))
+    same = overflow_ok | (ref.isnan() & out.isnan()) | (ref.isinf() & (out == ref))
+    return torch.where(same, torch.zeros_like(err), err)
+
+
 def _storage_bytes(t):
     """A copy of ``t``'s whole storage as uint8 (a write into the gaps of a view counts as mutation)."""
     import torch
@@ -201,17 +216,11 @@ class Oracle:
 
         out = output.detach().to("cpu", torch.float64)
         bound = bounds(scale, ref, tol, dtype)
-        fmax = torch.finfo(torch_dtype(dtype)).max
-        ref_nan, out_nan = ref.isnan(), out.isnan()
         ref_fin, out_fin = ref.isfinite(), out.isfinite()
-        # a result beyond the dtype's range may round to inf (or saturate at max) in any correct kernel
-        overflow_ok = ref_fin & (ref.abs() > fmax) & ((out.isinf() & (out.sign() == ref.sign())) | (out.abs() >= fmax))
         note = ""
         if spec.mp_element is not None:
             ref, note = self._fp64_guard(spec, inputs64, kwargs, ref, scale, bound)
-        err = (out - ref).abs()
-        err = torch.where(ref_fin & out_fin, err, torch.full_like(err, math.inf))
-        err = torch.where(overflow_ok | (ref_nan & out_nan) | (ref.isinf() & (out == ref)), torch.zeros_like(err), err)
+        err = elementwise_error(out, ref, dtype)
         bad = err > bound
         n = int(bad.sum())
         if n and spec.mp_element is not None:

@@ -22,12 +22,17 @@ from .errors import RulePackError
 
 @dataclass(frozen=True)
 class Tolerance:
+    """rtol and atol travel together. ``scale`` picks what rtol multiplies: ``condition`` (the op's
+    error scale, gpuemu's default) or ``ref`` (|ref| alone: the classic allclose rule, kept to measure
+    the regimes side by side)."""
+
     rtol: float
     atol: float
     source: str = "rulepack"
+    scale: str = "condition"
 
     def to_dict(self) -> dict:
-        return {"rtol": self.rtol, "atol": self.atol, "source": self.source}
+        return {"rtol": self.rtol, "atol": self.atol, "source": self.source, "scale": self.scale}
 
 
 class ToleranceTable:
@@ -56,6 +61,8 @@ def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32"):
     """Per-element bound (float64 tensor); see the module docstring for the formula."""
     import torch
 
+    if tol.scale == "ref" or scale is None:
+        return tol.atol + tol.rtol * torch.nan_to_num(ref.abs(), nan=0.0)
     s = torch.maximum(scale, ref.abs())
     s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
     floor = SUBNORMAL_SPACING.get(dtype, 0.0)

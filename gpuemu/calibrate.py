@@ -1,0 +1,169 @@
+"""Calibrated tolerances: fit rtol per op and dtype from correct control implementations.
+
+For each case a control's error ratio is
+
+    ratio = max_i  max(0, |out_i - ref_i| - floor) / max(scale_i, |ref_i|)
+
+(the rtol that case needs; ``scale`` is the op's condition-aware error scale, ``floor`` the dtype's
+subnormal spacing, see :mod:`gpuemu.tolerance`). Each control's error is its worst case over the
+samples; the fitted tolerance is ``rtol = p95(control errors) * 1.5`` per op and dtype: the p95 is taken
+over the correct controls, not over single cases, because a per-case p95 leaves 1-3% of a correct
+control's own cases above the fit (measured: softmax bf16 p95 1.9e-3, max 3.5e-3), and every one of
+those is a false positive in a long fuzz run. ``gpuemu calibrate`` writes the fit as a rule pack with its
+provenance; ``make calibrate`` regenerates the built-in ``rulepacks/calibrated.yaml`` this way.
+
+When no controls are named, the control is the framework's own op: the op's formula evaluated by torch
+in the dtype under test, with fp16/bf16 inputs upcast to fp32 (the accumulation real kernels use) and the
+result rounded back to the dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from . import __version__, ops
+from .cases import canonical_dtype, generate, materialize
+from .rng import derive_seed
+
+P = 95
+HEADROOM = 1.5
+DEFAULT_ATOL = {"fp32": 1.0e-37, "fp16": 1.2e-7, "bf16": 1.0e-37}
+
+
+def framework_control(op: str) -> Callable:
+    """torch's own computation of ``op``: fp32 math, result in the input dtype."""
+    import torch
+
+    spec = ops.get(op)
+
+    def control(*args, **kwargs):
+        dtype = next(a.dtype for a, s in zip(args, spec.args) if a is not None and s.kind == "float")
+        up = [a.float() if (a is not None and s.kind == "float") else a for a, s in zip(args, spec.args)]
+        named = {s.name: a for s, a in zip(spec.args, up)}
+        with torch.no_grad():
+            out = spec.reference(**named, **dict(spec.kwargs, **kwargs))
+        return out if spec.out_kind == "index" else out.to(dtype)
+
+    control.__qualname__ = control.__name__ = f"torch_{op}"
+    return control
+
+
+def error_ratio(spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output) -> float:
+    """The rtol this output needs (see the module docstring); inf for a non-finite miss."""
+    import torch
+
+    from .oracle import elementwise_error, reference, to_reference_inputs
+    from .tolerance import SUBNORMAL_SPACING
+
+    x64 = to_reference_inputs(spec, inputs)
+    ref, scale = reference(spec, x64, kwargs)
+    if spec.out_kind == "index":
+        return 0.0 if torch.equal(output.cpu(), ref) else math.inf
+    err = elementwise_error(output.detach().to("cpu", torch.float64), ref, dtype)
+    s = torch.maximum(scale, ref.abs())
+    excess = (err - SUBNORMAL_SPACING[dtype]).clamp_min(0.0)
+    ratio = torch.where(excess > 0, excess / s.clamp_min(1e-300), torch.zeros_like(excess))
+    return float(ratio.max()) if ratio.numel() else 0.0
+
+
+def _percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (no interpolation: the value of a real case)."""
+    if not values:
+        return 0.0
+    v = sorted(values)
+    k = max(0, math.ceil(p / 100 * len(v)) - 1)
+    return v[k]
+
+
+@dataclass
+class Fit:
+    op: str
+    dtype: str
+    rtol: float
+    atol: float
+    samples: int
+    p50: float
+    p95: float
+    max: float
+    above_fit: int
+    controls: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol, "samples": self.samples, "p50": self.p50, "p95": self.p95,
+                "max": self.max, "cases_above_fit": self.above_fit, "controls": list(self.controls)}
+
+
+def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None, dtypes: Iterable[str] = ("fp32", "fp16", "bf16"),
+              samples: int = 200, seed: int = 0, on_case: Callable[[str, str, int], None] | None = None) -> list[Fit]:
+    """Fit rtol = p95 over controls of their worst error ratio, x 1.5, for ``op``, per dtype.
+
+    >>> fits = calibrate("relu", samples=5)
+    >>> fits[0].rtol
+    0.0
+    """
+    from .runners import interpreting, run_launcher
+
+    spec = ops.get(op)
+    ctrl = list(controls) if controls is not None else [(f"torch:{op}", framework_control(op))]
+    fits = []
+    for dt in dtypes:
+        dt = canonical_dtype(dt)
+        ratios: list[float] = []
+        worst: list[float] = []
+        used = []
+        for name, fn in ctrl:
+            ran_any = False
+            mine: list[float] = []
+            for i in range(samples):
+                case = generate(op, derive_seed(seed, i), dtype=dt)
+                inputs, kwargs = materialize(case)
+                run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs)
+                if dt == "bf16" and interpreting() and run.launches:
+                    break  # Triton's interpreter cannot run bf16 kernels faithfully: no evidence either way
+                if run.error is not None or run.output is None:
+                    continue  # a control that raises on a case gives no error ratio for it
+                mine.append(error_ratio(spec, dt, inputs, kwargs, run.output))
+                ran_any = True
+                if on_case:
+                    on_case(name, dt, i)
+            if ran_any:
+                used.append(name)
+                ratios += mine
+                finite_mine = [r for r in mine if math.isfinite(r)]
+                if finite_mine:
+                    worst.append(max(finite_mine))
+        finite = [r for r in ratios if math.isfinite(r)]
+        p95 = _percentile(worst, P)
+        rtol = float(f"{p95 * HEADROOM:.3g}")
+        fits.append(Fit(op=op, dtype=dt, rtol=rtol, atol=DEFAULT_ATOL[dt], samples=len(ratios),
+                        p50=_percentile(finite, 50), p95=_percentile(finite, P), max=max(finite, default=0.0),
+                        above_fit=sum(1 for r in ratios if r > rtol), controls=used))
+    return fits
+
+
+def rulepack_yaml(fits: list[Fit], *, command: str, seed: int, samples: int) -> str:
+    """A rule pack with the fitted tolerances and their provenance (controls, samples, seed, version)."""
+    import yaml
+
+    tolerances: dict[str, dict[str, dict[str, float]]] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    for f in fits:
+        if f.samples == 0:
+            continue
+        tolerances.setdefault(f.op, {})[f.dtype] = {"rtol": f.rtol, "atol": f.atol}
+        stats.setdefault(f.op, {})[f.dtype] = f.to_dict()
+    doc = {
+        "schema_version": 1,
+        "name": "gpuemu-calibrated",
+        "provenance": {"command": command, "gpuemu": __version__, "seed": seed, "samples_per_control": samples,
+                       "statistic": f"rtol = p{P} over controls of each control's worst per-case error ratio, x {HEADROOM}",
+                       "generated": time.strftime("%Y-%m-%d", time.gmtime()), "stats": stats},
+        "tolerances": tolerances,
+    }
+    header = ("# Generated by gpuemu calibrate; do not edit by hand (regenerate with `make calibrate`).\n"
+              "# rtol per op and dtype = p95 over correct controls of their worst error ratio, x 1.5,\n"
+              "# on the op's condition-aware error scale (see gpuemu/calibrate.py).\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, width=120)

@@ -1,0 +1,73 @@
+"""``gpuemu calibrate --op OP``: fit per-op, per-dtype tolerances from correct controls; write a rule pack."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from ._common import err, prepare_device
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit tolerances from correct control kernels",
+                       description="Run correct controls over an op's cases, measure their error ratio against "
+                                   "the fp64 reference, fit rtol = p95 over controls x 1.5, write a rule pack.")
+    p.add_argument("--op", required=True, help="op name, or 'all'")
+    p.add_argument("--controls", nargs="+", metavar="TARGET", default=None,
+                   help="correct launchers (file.py:func); default: the framework's own op")
+    p.add_argument("--corpus", metavar="MANIFEST", default=None,
+                   help="also use the correct kernels of a corpus manifest as controls of their op")
+    p.add_argument("--with-framework", action="store_true", help="keep the framework's own op among named controls")
+    p.add_argument("--dtype", default="fp32,fp16,bf16", help="comma-separated dtypes")
+    p.add_argument("--samples", type=int, default=200, help="cases per control and dtype (default 200)")
+    p.add_argument("--seed", type=lambda t: int(t, 0), default=0, help="case seed (default 0)")
+    p.add_argument("--out", metavar="PATH", default="-", help="rule pack to write ('-' for stdout)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from .. import ops
+    from ..calibrate import calibrate, framework_control, rulepack_yaml
+    from ..errors import InvalidArgument
+    from ..target import load
+
+    if args.samples < 1:
+        raise InvalidArgument(f"--samples {args.samples}: must be >= 1")
+    names = ops.names() if args.op == "all" else [ops.get(args.op).name]
+    prepare_device(args.device)
+    dtypes = [d for d in args.dtype.split(",") if d.strip()]
+    named = [(t, load(t)) for t in (args.controls or [])]
+    corpus: dict[str, list] = {}
+    if args.corpus:
+        from ..corpus import load_manifest, resolve_target
+
+        for e in load_manifest(args.corpus):
+            if e.correct:
+                corpus.setdefault(e.op, []).append((e.target, load(resolve_target(e, Path(args.corpus).resolve().parent.parent.parent))))
+    fits = []
+    for op in names:
+        ctrls = [c for c in named]
+        ctrls += corpus.get(op, [])
+        if not ctrls or args.with_framework or not args.controls:
+            if not (args.controls and not args.with_framework):
+                ctrls.insert(0, (f"torch:{op}", framework_control(op)))
+        got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
+        for f in got:
+            err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x 1.5; "
+                f"per-case p50 {f.p50:.2g}, max {f.max:.2g}; {f.samples} cases)")
+        fits += got
+    cmd = "gpuemu " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("gpuemu") \
+        else "gpuemu calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    text = rulepack_yaml(fits, command=cmd, seed=args.seed, samples=args.samples)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+        err(f"wrote {out}")
+    return 0
