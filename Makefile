@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-stamp
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all bench calibrate ablation clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,3 +26,10 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out
+
+calibrate: $(STAMP)
+	TRITON_INTERPRET=1 $(PY) -m gpuemu calibrate --op all --corpus examples/kernels/manifest.yaml --samples 100 --out rulepacks/calibrated.yaml
+
+ablation: $(STAMP)
+	$(PY) -m pip install -q -c constraints-dev.txt -e '.[plot]'
+	TRITON_INTERPRET=1 $(PY) -m gpuemu bench --ablation --iterations 20 --seed 1 --out bench/ablation

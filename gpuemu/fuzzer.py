@@ -334,6 +334,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          dtypes: Iterable[str] | str | None = None, strategy: str | None = None, store: str | os.PathLike | None = None,
          rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
          save: bool = True, target: str | None = None, max_failures: int | None = None,
+         check_determinism: bool | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op``.
 
@@ -369,7 +370,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     seed = _random_seed() if seed is None else int(seed) & MASK64
     device = device or default_device()
     oracle = Oracle(settings.tolerance_table())
-    run = _Runner(fn, oracle, device, bool(fz.get("determinism_check", True)))
+    determinism = fz.get("determinism_check", True) if check_determinism is None else check_determinism
+    run = _Runner(fn, oracle, device, bool(determinism))
     st = Store(settings.store) if save else None
     result = FuzzResult(target=target or describe(fn), op=op, seed=seed, store=str(settings.store) if save else None)
     if st is not None:

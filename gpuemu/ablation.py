@@ -1,0 +1,191 @@
+"""The strategy and tolerance ablations behind gpuemu's defaults (``gpuemu bench --ablation``).
+
+(a) Strategies: each of the seven case strategies alone, and the default mix, fuzz every kernel of the
+    corpus plus every op's framework control for a fixed number of iterations; a buggy kernel counts as
+    caught when any case fails, a correct one as a false positive when any case fails.
+(b) Tolerance regimes on the same cases: the fixed ``atol=1e-5, rtol=1e-2`` on |ref|,
+    ``torch.testing.assert_close``'s per-dtype defaults on |ref|, and gpuemu's calibrated rtol on the op's
+    condition-aware error scale. Each kernel runs once per case; its output is judged by all three.
+
+Everything is drawn from the seed, so the tables are the same on every rerun with the same seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .cases import STRATEGIES, generate, materialize
+from .rng import derive_seed
+from .tolerance import Tolerance
+
+# torch.testing.assert_close defaults (rtol, atol) per dtype
+ASSERT_CLOSE = {"fp32": (1.3e-6, 1e-5), "fp16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5)}
+FIXED = (1e-2, 1e-5)
+REGIMES = ("fixed atol=1e-5 rtol=1e-2", "assert_close defaults", "calibrated")
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    op: str
+    correct: bool
+    fn: Callable
+    bug: str | None = None
+
+
+def subjects(manifest: str | Path | None = None, *, with_controls: bool = True) -> list[Subject]:
+    """The corpus's kernels, and every op's framework control (a correct kernel per op)."""
+    from . import ops
+    from .calibrate import framework_control
+    from .corpus import load_manifest, resolve_target
+    from .target import load
+
+    out = []
+    for e in load_manifest(manifest):
+        out.append(Subject(e.target, e.op, e.correct, load(resolve_target(e)), e.bug))
+    if with_controls:
+        for op in ops.names():
+            out.append(Subject(f"torch:{op}", op, True, framework_control(op)))
+    return out
+
+
+def _summary(rows: list[dict], key: str) -> dict:
+    bad = [r for r in rows if not r["correct"]]
+    good = [r for r in rows if r["correct"]]
+    caught = sum(1 for r in bad if r[key])
+    fp = sum(1 for r in good if r[key])
+    return {"caught": caught, "buggy": len(bad), "recall": caught / len(bad) if bad else math.nan,
+            "false_positives": fp, "controls": len(good), "fp_rate": fp / len(good) if good else math.nan}
+
+
+def strategy_ablation(subs: list[Subject], *, iterations: int, seed: int, on_row=None) -> dict:
+    import gpuemu
+
+    table = {}
+    for strat in STRATEGIES:
+        rows = []
+        for s in subs:
+            r = gpuemu.fuzz(s.fn, op=s.op, iterations=iterations, seed=seed, strategy=strat, save=False,
+                            shrink_failures=False, max_failures=1, check_determinism=False, target=s.name)
+            rows.append({"subject": s.name, "correct": s.correct, "failed": not r.ok,
+                         "first_failure": r.first_failure_iteration})
+            if on_row:
+                on_row(strat, s, not r.ok)
+        table[strat] = {"summary": _summary(rows, "failed"), "rows": rows}
+    return table
+
+
+def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_row=None) -> dict:
+    from . import config, ops
+    from .oracle import Oracle
+    from .runners import interpreting, run_launcher
+
+    oracle = Oracle(config.resolve().tolerance_table())
+    rows = []
+    for s in subs:
+        spec = ops.get(s.op)
+        failed = dict.fromkeys(REGIMES, False)
+        dtypes = ["fp32", "fp16", "bf16"]
+        skip_bf16 = False
+        for i in range(iterations):
+            dt = dtypes[i % 3]
+            if dt == "bf16" and skip_bf16:
+                dt = dtypes[i % 2]
+            case = generate(s.op, derive_seed(seed, i), dtype=dt)
+            inputs, kwargs = materialize(case)
+            run = run_launcher(s.fn, [inputs[a.name] for a in spec.args], kwargs)
+            if dt == "bf16" and interpreting() and run.launches:
+                skip_bf16 = True  # the interpreter cannot run bf16 Triton kernels faithfully
+                continue
+            if run.error is not None:
+                for k in failed:
+                    failed[k] = True
+                continue
+            tols = {
+                REGIMES[0]: Tolerance(FIXED[0], FIXED[1], "fixed", scale="ref"),
+                REGIMES[1]: Tolerance(*ASSERT_CLOSE[dt], "assert_close", scale="ref"),
+                REGIMES[2]: oracle.tolerances.get(s.op, dt),
+            }
+            for name, tol in tols.items():
+                if not failed[name]:
+                    v = oracle.compare(spec, dt, inputs, kwargs, run.output, tol=tol)
+                    failed[name] = v.status != "pass"
+            if all(failed.values()):
+                break
+        row = {"subject": s.name, "correct": s.correct, **{k: v for k, v in failed.items()}}
+        rows.append(row)
+        if on_row:
+            on_row("regimes", s, failed)
+    return {name: {"summary": _summary(rows, name)} for name in REGIMES} | {"rows": rows}
+
+
+def render(result: dict) -> str:
+    lines = [f"gpuemu ablation: {result['iterations']} iterations per kernel, seed {result['seed']}, "
+             f"{result['buggy']} buggy kernels, {result['controls']} correct controls", "",
+             "(a) strategies (calibrated tolerances)", "",
+             "| strategy | bugs caught | recall | false positives |", "|---|---|---|---|"]
+    for strat in STRATEGIES:
+        s = result["strategies"][strat]["summary"]
+        lines.append(f"| {strat} | {s['caught']}/{s['buggy']} | {100 * s['recall']:.0f}% | "
+                     f"{s['false_positives']}/{s['controls']} |")
+    lines += ["", "(b) tolerance regimes (default strategy, same cases)", "",
+              "| regime | bugs caught | recall | false positives | FP rate |", "|---|---|---|---|---|"]
+    for name in REGIMES:
+        s = result["regimes"][name]["summary"]
+        lines.append(f"| {name} | {s['caught']}/{s['buggy']} | {100 * s['recall']:.0f}% | "
+                     f"{s['false_positives']}/{s['controls']} | {100 * s['fp_rate']:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> bool:
+    """A PNG of both tables; False when matplotlib (the `plot` extra) is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    strats = list(STRATEGIES)
+    rec = [100 * result["strategies"][s]["summary"]["recall"] for s in strats]
+    fp = [100 * result["strategies"][s]["summary"]["fp_rate"] for s in strats]
+    x = range(len(strats))
+    a.bar([i - 0.2 for i in x], rec, 0.4, label="bug recall %")
+    a.bar([i + 0.2 for i in x], fp, 0.4, label="false positive %")
+    a.set_xticks(list(x), strats, rotation=35, ha="right")
+    a.set_ylim(0, 105)
+    a.set_title("(a) strategies")
+    a.legend()
+    regs = list(REGIMES)
+    rec = [100 * result["regimes"][r]["summary"]["recall"] for r in regs]
+    fp = [100 * result["regimes"][r]["summary"]["fp_rate"] for r in regs]
+    x = range(len(regs))
+    b.bar([i - 0.2 for i in x], rec, 0.4, label="bug recall %")
+    b.bar([i + 0.2 for i in x], fp, 0.4, label="false positive %")
+    b.set_xticks(list(x), ["fixed 1e-5/1e-2", "assert_close", "calibrated"])
+    b.set_ylim(0, 105)
+    b.set_title("(b) tolerance regimes")
+    b.legend()
+    fig.suptitle(f"gpuemu ablation: {result['iterations']} iterations/kernel, seed {result['seed']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def run(*, manifest=None, iterations: int = 20, seed: int = 1, out: str | Path = "bench/ablation", on_row=None) -> dict:
+    subs = subjects(manifest)
+    result = {"iterations": iterations, "seed": seed, "buggy": sum(not s.correct for s in subs),
+              "controls": sum(s.correct for s in subs),
+              "strategies": strategy_ablation(subs, iterations=iterations, seed=seed, on_row=on_row),
+              "regimes": tolerance_ablation(subs, iterations=iterations, seed=seed, on_row=on_row)}
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "ablation.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    (outdir / "ablation.md").write_text(render(result))
+    result["png"] = str(outdir / "ablation.png") if plot(result, outdir / "ablation.png") else None
+    return result
