@@ -1,0 +1,131 @@
+"""PTX at the same time: compile exactly what the runtime ran, ahead of time, for a named GPU target.
+
+    >>> from gpuemu.runtime import compile_for
+    >>> with compile_for("sm_90") as compiled:      # doctest: +SKIP
+    ...     launcher(x)                            # runs on the CPU runtime, and compiles for sm_90
+    >>> compiled[0].asm["ptx"][:40]                # doctest: +SKIP
+
+Inside :func:`compile_for` every launch the runtime runs is also bound by Triton's own binder for the target
+(``create_function_from_signature``: the same specialisation a GPU launch would get: pointer and integer
+divisibility by 16, integers equal to 1 turned constexpr, the same constexprs) and compiled with
+``triton.compile`` for that target. The constexprs the CPU run used are checked against the ones the
+compile used, so the lint sees the code that was run. Triton internals are version-gated in _compat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..errors import InvalidArgument
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class CompiledLaunch:
+    """One launch, compiled for ``target``: Triton's asm dict (ttir, ttgir, llir, ptx, cubin) and metadata."""
+
+    kernel: str
+    target: str
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    asm: dict[str, Any] = field(repr=False, default_factory=dict)
+    metadata: dict[str, Any] = field(repr=False, default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ptx(self) -> str | None:
+        return self.asm.get("ptx")
+
+
+def parse_target(target: str):
+    """'sm_80' / 'sm_90' / 'sm_90a' / 'cuda:90' -> GPUTarget('cuda', 90, 32)."""
+    from triton.backends.compiler import GPUTarget
+
+    t = target.strip().lower()
+    digits = "".join(c for c in t.split("_")[-1].split(":")[-1] if c.isdigit())
+    if not (t.startswith("sm_") or t.startswith("cuda:")) or not digits:
+        raise InvalidArgument(f"target {target!r} is not a CUDA target; use e.g. 'sm_80' or 'sm_90'")
+    return GPUTarget("cuda", int(digits), 32)
+
+
+@contextlib.contextmanager
+def compile_for(target: str) -> Iterator[list[CompiledLaunch]]:
+    """Inside the block, every launch the runtime runs is also compiled for ``target`` (e.g. "sm_90")."""
+    gpu_target = parse_target(target)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    out: list[CompiledLaunch] = []
+    stack.append((target, gpu_target, out))
+    try:
+        yield out
+    finally:
+        stack.remove((target, gpu_target, out))
+
+
+def on_launch(kernel: Any, args: tuple, kwargs: dict, report: Any) -> None:
+    """Called by the runtime after each launch it ran: compile it for every active compile_for target."""
+    for target, gpu_target, out in getattr(_local, "stack", ()):
+        out.append(compile_launch(kernel, args, kwargs, gpu_target, target_name=target, ran=report.constexprs))
+
+
+def _jit_function(kernel: Any):
+    from ._compat import jit_function_class
+
+    JIT = jit_function_class()
+    if isinstance(kernel, JIT):
+        return kernel
+    fn = getattr(kernel, "fn", kernel)
+    cache = getattr(_local, "jit_cache", None)
+    if cache is None:
+        cache = _local.jit_cache = {}
+    if fn not in cache:  # an InterpretedFunction (TRITON_INTERPRET=1 at decoration): a JITFunction of its fn
+        cache[fn] = JIT(fn)
+    return cache[fn]
+
+
+def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, target_name: str = "",
+                   ran: dict | None = None) -> CompiledLaunch:
+    """Bind ``args``/``kwargs`` with Triton's binder for ``gpu_target`` and compile; never raises (a failed
+    compile is returned with ``error`` set: a kernel the CPU ran but the GPU compiler rejects is a finding
+    for the lint)."""
+    import triton
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    jit = _jit_function(kernel)
+    name = jit.fn.__name__
+    try:
+        backend = make_backend(gpu_target)
+        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        kw = dict(kwargs)
+        kw.setdefault("debug", False)
+        if hasattr(triton, "knobs"):
+            kw.setdefault("instrumentation_mode", getattr(triton.knobs.compilation, "instrumentation_mode", ""))
+        bound_args, specialization, options = binder(*args, **kw)
+        options, signature, constexprs, attrs = jit._pack_args(backend, kw, bound_args, specialization, options)
+        named = {jit.params[path[0]].name: v for path, v in constexprs.items() if len(path) == 1}
+        if ran is not None:
+            for k, v in ran.items():
+                if k in named and named[k] != v and not (hasattr(v, "name") and str(v) == str(named[k])):
+                    raise RuntimeError(f"constexpr {k}: CPU run used {v!r}, the compile bound {named[k]!r}")
+        src = ASTSource(jit, signature, constexprs, attrs)
+        compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
+        meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(vars(compiled.metadata))
+        return CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
+                              {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
+    except Exception as e:  # the CPU run stands; the compile failure is reported
+        return CompiledLaunch(name, target_name or f"sm_{getattr(gpu_target, 'arch', '?')}", {}, {},
+                              error=f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+
+
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, (int, float, bool, str)) or v is None else str(v)
+
+
+def _plain_dict(d: dict) -> dict:
+    return {k: _plain(v) for k, v in d.items()}

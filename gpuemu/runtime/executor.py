@@ -1,0 +1,631 @@
+"""One launch on the CPU runtime: bind, convert arguments, patch the interpreter, run every program.
+
+The program loop is Triton's interpreter's (one Python call of the rewritten kernel per program id, numpy
+underneath), with the interpreter's builder patched for the duration of the launch:
+
+- memory: loads, stores and atomics go through the bounds-checked :class:`~gpuemu.runtime.memory.Arena`;
+- numerics: bf16, TF32 dots, fused FMA, saturating casts (:mod:`~gpuemu.runtime.numerics`);
+- libdevice: ``create_extern_elementwise`` computes (:mod:`~gpuemu.runtime.libdevice`);
+- ``tl.device_assert`` (and ``assert`` on tensors) enforced: a failure is a finding with its message;
+- nested ``@triton.jit`` helpers callable whatever TRITON_INTERPRET said when they were decorated;
+- every launch bounded in time; a program spinning on a value only another program would change is
+  reported as unsupported instead of hanging.
+
+Launches are serialised by a lock: the interpreter's builder is one object per process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import inspect
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import KernelFinding
+from . import _compat, libdevice, numerics
+from .memory import Arena, MemoryError_
+from .rewrite import rewrite
+
+_lock = threading.RLock()
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the runtime runs kernels.
+
+    ``dot_precision``: "gpu" computes each fp32 ``tl.dot`` as the GPU does (TF32 unless the kernel asks
+    for "ieee" or "tf32x3"); "ieee" computes every fp32 dot in full fp32 (the interpreter's behaviour).
+    ``timeout_s`` bounds every launch; ``spin_limit`` is how many identical, write-free volatile loads or
+    atomics in a row count as waiting on another program.
+    """
+
+    dot_precision: str = "gpu"
+    timeout_s: float = 120.0
+    spin_limit: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.dot_precision not in ("gpu", "ieee"):
+            from ..errors import InvalidArgument
+
+            raise InvalidArgument(f"dot_precision={self.dot_precision!r} must be 'gpu' (TF32 for fp32 dots, "
+                                  f"as on sm_80+) or 'ieee' (full fp32)")
+
+
+@dataclass
+class LaunchState:
+    """Mutable state of the launch in progress (read by the builder patches)."""
+
+    kernel: str
+    settings: Settings
+    arena: Arena
+    deadline: float
+    program: tuple[int, int, int] = (0, 0, 0)
+    dot_precisions: list[str] = field(default_factory=list)
+    codes: dict = field(default_factory=dict)  # code object -> function name (kernel and helpers)
+    kernel_codes: frozenset = frozenset()
+    _spin_fp: Any = None
+    _spin_n: int = 0
+
+    @property
+    def dot_precision(self) -> str:
+        return self.settings.dot_precision
+
+    def note_dot(self, used: str) -> None:
+        if used not in self.dot_precisions:
+            self.dot_precisions.append(used)
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _Timeout()
+
+    def spin_check(self, what: str, real: np.ndarray, result: np.ndarray) -> None:
+        fp = (what, hash(np.asarray(real).tobytes()), hash(np.asarray(result).tobytes()), self.arena.epoch)
+        if fp == self._spin_fp:
+            self._spin_n += 1
+            if self._spin_n >= self.settings.spin_limit:
+                raise _Spin(what, self._spin_n)
+        else:
+            self._spin_fp, self._spin_n = fp, 0
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Spin(Exception):
+    def __init__(self, what: str, n: int) -> None:
+        super().__init__(what)
+        self.what, self.n = what, n
+
+
+class _AssertFailed(Exception):
+    def __init__(self, message: str, lane: tuple[int, ...], n_bad: int, n: int) -> None:
+        super().__init__(message)
+        self.message, self.lane, self.n_bad, self.n = message, lane, n_bad, n
+
+
+class KernelError(RuntimeError):
+    """An exception raised by a kernel's own code on the runtime, with the kernel source line."""
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    kernel: str
+    grid: tuple[int, int, int]
+    constexprs: dict
+    programs: int
+    seconds: float
+    dot_precisions: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------- patching
+class _Scope:
+    """Set attributes for the launch and put every one back afterwards (instance attributes removed)."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def set(self, obj: Any, name: str, value: Any) -> None:
+        d = getattr(obj, "__dict__", None)
+        had = isinstance(d, dict) and name in d if not isinstance(obj, type) else name in obj.__dict__
+        old = obj.__dict__[name] if had else _MISSING
+        setattr(obj, name, value)
+
+        def undo(obj=obj, name=name, old=old):
+            if old is _MISSING:
+                try:
+                    delattr(obj, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(obj, name, old)
+
+        self._undo.append(undo)
+
+    def set_item(self, mapping: dict, key: str, value: Any) -> None:
+        old = mapping.get(key, _MISSING)
+        mapping[key] = value
+
+        def undo(mapping=mapping, key=key, old=old):
+            if old is _MISSING:
+                mapping.pop(key, None)
+            else:
+                mapping[key] = old
+
+        self._undo.append(undo)
+
+    def restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _anchor():
+    """A function whose globals see triton.language (and its core): lets _patch_lang patch tl / tl.core."""
+    import types
+
+    import triton.language as tl
+
+    return types.FunctionType((lambda: None).__code__, {"tl": tl, "core": tl.core})
+
+
+class _DtypeConstexpr:
+    """Factory for constexpr-wrapped dtypes that forward attributes, as compiled Triton's are."""
+
+    _cls = None
+
+    @classmethod
+    def wrap(cls, value: Any) -> Any:
+        import triton.language as tl
+
+        if not isinstance(value, tl.dtype):
+            return value
+        if cls._cls is None:
+            class ConstexprDtype(tl.constexpr):
+                def __getattr__(self, name):  # compiled Triton unwraps constexprs on attribute access
+                    if name.startswith("__"):
+                        raise AttributeError(name)
+                    return getattr(object.__getattribute__(self, "value"), name)
+
+            cls._cls = ConstexprDtype
+        return cls._cls(value)
+
+
+# ---------------------------------------------------------------------- argument conversion
+def _pointer_type(obj: Any):
+    import triton.language as tl
+    from triton.runtime.jit import mangle_type
+
+    try:
+        return tl.str_to_ty(mangle_type(obj), None)
+    except Exception:  # a duck-typed buffer Triton's mangler does not know: name its dtype ourselves
+        from triton.runtime.jit import type_canonicalisation_dict
+
+        name = str(getattr(obj, "dtype", "uint8")).split(".")[-1]
+        return tl.pointer_type(tl.str_to_ty(type_canonicalisation_dict.get(name, name), None))
+
+
+def _convert(value: Any, name: str, arena: Arena) -> Any:
+    import triton.language as tl
+
+    it = _compat.interp()
+    if value is None or isinstance(value, (tl.dtype, tl.constexpr)):
+        return value
+    if isinstance(value, bool) or isinstance(value, int):
+        return it._implicit_cvt(value)
+    if isinstance(value, float):  # compiled Triton passes a float argument as an fp32 scalar
+        return tl.tensor(it.TensorHandle(np.array([value], dtype=np.float32), tl.float32), tl.float32)
+    if isinstance(value, np.floating):
+        return _convert(float(value), name, arena)
+    if isinstance(value, np.integer):
+        return _convert(int(value), name, arena)
+    if type(value).__name__ == "TensorDescriptor" and hasattr(value, "block_shape"):
+        return _descriptor(value, name, arena)
+    if hasattr(value, "data_ptr"):
+        ty = _pointer_type(value)
+        ptr = arena.add(value, name)
+        return tl.tensor(it.TensorHandle(np.array([ptr], dtype=np.uint64), ty), ty)
+    if isinstance(value, tuple):
+        items = [_convert(v, f"{name}[{i}]", arena) for i, v in enumerate(value)]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    return it._implicit_cvt(value)
+
+
+def _descriptor(desc: Any, name: str, arena: Arena) -> Any:
+    import triton.language as tl
+
+    base = _convert(desc.base, name, arena)
+    strides = [_convert(s, name, arena) for s in desc.strides]
+    strides[-1] = tl.constexpr(1)
+    return _compat.semantic().make_tensor_descriptor(
+        base=base, shape=[_convert(s, name, arena) for s in desc.shape], strides=strides,
+        block_shape=[tl.constexpr(b) for b in desc.block_shape], padding_option=desc.padding)
+
+
+def normalize_grid(grid: Any, bound_args: dict) -> tuple[int, int, int]:
+    """A grid as compiled Triton accepts it: a callable of the bound arguments, a tuple or a list (of
+    ints, numpy ints or 0-d tensors), 1 to 3 dims."""
+    g = grid(bound_args) if callable(grid) else grid
+    if isinstance(g, (int, np.integer)):
+        g = (g,)
+    dims = tuple(int(x) for x in g)
+    if not 1 <= len(dims) <= 3:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"grid {g!r} must have 1 to 3 dimensions")
+    return dims + (1,) * (3 - len(dims))
+
+
+# ---------------------------------------------------------------------- the launch
+def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> LaunchResult:
+    """Run ``kernel[grid](*args, **kwargs)`` on the CPU runtime; raises KernelFinding for what the kernel
+    did wrong (out-of-bounds access, failed assertion, inter-program wait, timeout)."""
+    import triton.language as tl
+
+    fn = getattr(kernel, "fn", kernel)
+    name = getattr(fn, "__name__", repr(fn))
+    sig = inspect.signature(fn)
+    params = sig.parameters
+    call_kwargs = {k: v for k, v in kwargs.items() if k in params}
+    bound = sig.bind(*args, **call_kwargs)
+    bound.apply_defaults()
+    constexpr_names = {p for p, prm in params.items() if _compat.is_constexpr_annotation(prm.annotation)}
+    grid3 = normalize_grid(grid, dict(bound.arguments))
+    arena = Arena()
+    kargs: dict[str, Any] = {}
+    for pname, value in bound.arguments.items():
+        if pname in constexpr_names:
+            kargs[pname] = _DtypeConstexpr.wrap(value.value if isinstance(value, tl.constexpr) else value)
+        else:
+            kargs[pname] = _convert(value, pname, arena)
+    constexprs = {k: v for k, v in bound.arguments.items() if k in constexpr_names}
+    rw = rewrite(kernel, fn)
+    state = LaunchState(kernel=name, settings=settings, arena=arena,
+                        deadline=time.monotonic() + settings.timeout_s)
+    state.codes = {c: name for c in rw.codes}
+    state.kernel_codes = rw.codes
+    t0 = time.perf_counter()
+    with _lock:
+        scope = _Scope()
+        lang_scope = None
+        watchdog = _Watchdog(settings.timeout_s + 2.0)
+        try:
+            lang_scope = _patch(scope, state, fn)
+            builder = _compat.builder()
+            builder.set_grid_dim(*grid3)
+            watchdog.start()
+            with np.errstate(all="ignore"):
+                for x in range(grid3[0]):
+                    for y in range(grid3[1]):
+                        for z in range(grid3[2]):
+                            state.program = (x, y, z)
+                            state.tick()
+                            builder.set_grid_idx(x, y, z)
+                            rw.fn(**kargs)
+        except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
+            watchdog.stop()
+            raise _translate(e, state) from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
+                                                                    _WatchdogTimeout)) else e)
+        finally:
+            watchdog.stop()
+            scope.restore()
+            if lang_scope is not None:
+                lang_scope.restore()
+            arena.writeback()
+    programs = grid3[0] * grid3[1] * grid3[2]
+    return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, tuple(state.dot_precisions))
+
+
+def _translate(e: BaseException, state: LaunchState) -> BaseException:
+    """A located KernelFinding (or KernelError) for what escaped the program loop."""
+    site = _site(e, state)
+    prog = "(" + ", ".join(str(v) for v in state.program) + ")"
+    where = f"in kernel {state.kernel} at {site}, program {prog}"
+    if isinstance(e, KernelFinding):
+        return e
+    if isinstance(e, MemoryError_):
+        v = e.violation
+        return KernelFinding("oob", f"{v.message()} {where}", kernel=state.kernel, site=site, program=state.program,
+                             argument=v.region.name if v.region else None, byte_offset=v.byte_offset, lane=v.lane,
+                             access=v.kind)
+    if isinstance(e, _AssertFailed):
+        lane = "[" + ",".join(str(i) for i in e.lane) + "]"
+        return KernelFinding("assert", f"device_assert failed {where}: {e.message} (lane {lane}, "
+                                       f"{e.n_bad} of {e.n} lanes failed)", kernel=state.kernel, site=site,
+                             program=state.program, assert_message=e.message)
+    if isinstance(e, _Spin):
+        return KernelFinding("unsupported", f"kernel {state.kernel} waits on another program at {site}, program "
+                                            f"{prog}: {e.what} returned the same value {e.n} times with no write in "
+                                            "between. The CPU runtime runs programs one after another, so "
+                                            "inter-program synchronisation (locks, flags, grid barriers) is "
+                                            "unsupported.", kernel=state.kernel, site=site, construct=e.what)
+    if isinstance(e, (_Timeout, _WatchdogTimeout)):
+        return KernelFinding("timeout", f"launch of {state.kernel} exceeded its time bound of "
+                                        f"{state.settings.timeout_s:g} s at {site}, program {prog} (a hang, e.g. "
+                                        "waiting on another program, or a grid too large for the CPU runtime)",
+                             kernel=state.kernel, site=site)
+    if isinstance(e, libdevice.UnsupportedLibdevice):
+        return KernelFinding("unsupported", f"libdevice function {e} is not emulated by the gpuemu runtime "
+                                            f"({where})", kernel=state.kernel, site=site, construct=str(e))
+    if isinstance(e, Exception):
+        inner = e.__cause__ if type(e).__name__ == "InterpreterError" and e.__cause__ else e
+        text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
+        err = KernelError(f"{type(inner).__name__}: {text} {where}")
+        return err
+    return e
+
+
+def _site(e: BaseException, state: LaunchState) -> str:
+    """file:line of the innermost kernel or helper frame (from the traceback, else the live stack)."""
+    best = None
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in state.codes:
+            best = (tb.tb_frame.f_code, tb.tb_lineno)
+        tb = tb.tb_next
+    if best is None:
+        return "?"
+    code, line = best
+    short = code.co_filename.rsplit("/", 1)[-1]
+    fn = "" if code in state.kernel_codes else f" (in {code.co_name})"
+    return f"{short}:{line}{fn}"
+
+
+def _patch(scope: _Scope, state: LaunchState, fn: Callable):
+    """Install every patch for this launch; returns the interpreter's own language patch scope."""
+    import triton.language as tl
+
+    it = _compat.interp()
+    lang_scope = it._patch_lang(_anchor())
+    builder = it.interpreter_builder
+    cls = type(builder)
+
+    def original(name: str):
+        m = getattr(cls, name, None)
+        return m.__get__(builder, cls) if m is not None else None
+
+    for name, f in numerics.overrides(state, original).items():
+        scope.set(builder, name, f)
+    for name, f in _memory_overrides(state, original).items():
+        scope.set(builder, name, f)
+    scope.set(builder, "create_extern_elementwise", _extern(state))
+    scope.set(builder, "create_assert", _assert(state))
+    opts = builder.options
+    precisions = tuple(dict.fromkeys(tuple(opts.allowed_dot_input_precisions) + _compat.bf16_input_precisions()))
+    scope.set(builder, "options", dataclasses.replace(opts, debug=True, allowed_dot_input_precisions=precisions))
+    # reductions and scans: bf16 / fp16 as the GPU rounds
+    for mod in (tl, tl.core):
+        scope.set(mod, "reduce", numerics.reduce_wrapper(mod.reduce))
+        scope.set(mod, "associative_scan", numerics.scan_wrapper(mod.associative_scan))
+    # the deadline also bounds loops that only test tensors (while cond: ...)
+    bool_impl = tl.tensor.__bool__
+
+    def _bool(self, _impl=bool_impl):
+        state.tick()
+        return _impl(self)
+
+    scope.set(tl.tensor, "__bool__", _bool)
+    # nested @triton.jit helpers (and tl.* functions written in Triton) run through the runtime's rewrite
+    call = _helper_call(state, scope)
+    scope.set(_compat.jit_function_class(), "__call__", call)
+    scope.set(_compat.interpreted_function_class(), "__call__", call)
+    _patch_libdevice(scope, lang_scope)
+    _patch_aliases(scope, fn.__globals__)
+    return lang_scope
+
+
+def _helper_call(state: LaunchState, scope: _Scope):
+    patched_modules: set[int] = set()
+
+    def call(self, *args, **kwargs):
+        fn = self.fn
+        rw = rewrite(self, fn)
+        for c in rw.codes:
+            state.codes.setdefault(c, fn.__name__)
+        g = fn.__globals__
+        if id(g) not in patched_modules:
+            patched_modules.add(id(g))
+            _patch_aliases(scope, g)
+        args = tuple(_DtypeConstexpr.wrap(a) for a in args)
+        kwargs = {k: _DtypeConstexpr.wrap(v) for k, v in kwargs.items()}
+        return rw.fn(*args, **kwargs)
+
+    return call
+
+
+def _semantic_wrapper(member: Callable) -> Callable:
+    sem = _compat.semantic()
+
+    def wrapped(*args, **kwargs):
+        kwargs.pop("_semantic", None)
+        return member(*args, **kwargs, _semantic=sem)
+
+    wrapped.__gpuemu_builtin__ = member  # type: ignore[attr-defined]
+    return wrapped
+
+
+_stub_cache: dict[int, Callable] = {}
+
+
+def _patch_libdevice(scope: _Scope, lang_scope) -> None:
+    """tl.extra.cuda.libdevice builtins through the interpreter's semantic; tl.extra.libdevice stubs routed
+    to them (compiled Triton maps the generic module onto the backend's)."""
+    try:
+        from triton.language.extra import libdevice as generic
+        from triton.language.extra.cuda import libdevice as cuda
+    except Exception:  # pragma: no cover
+        return
+    import triton.language as tl
+
+    for name in dir(cuda):
+        member = getattr(cuda, name)
+        if tl.core.is_builtin(member):
+            scope.set(cuda, name, _semantic_wrapper(member))
+            if hasattr(generic, name):
+                _stub_cache[id(getattr(generic, name))] = member
+                scope.set(generic, name, getattr(cuda, name))
+
+
+def _patch_aliases(scope: _Scope, g: dict) -> None:
+    """Module globals bound to tl builtins under other names (``cast = tl.cast``, ``from triton.language
+    import load``) or to libdevice stubs: point them at the interpreter-routed versions for the launch."""
+    import triton.language as tl
+
+    for key, value in list(g.items()):
+        if key.startswith("__") or isinstance(value, type) or not callable(value):
+            continue
+        if getattr(value, "__gpuemu_builtin__", None) is not None:
+            continue
+        try:
+            builtin = tl.core.is_builtin(value)
+        except Exception:
+            builtin = False
+        if builtin:
+            scope.set_item(g, key, _semantic_wrapper(value))
+        elif id(value) in _stub_cache:
+            scope.set_item(g, key, _semantic_wrapper(_stub_cache[id(value)]))
+
+
+def _extern(state: LaunchState):
+    import triton.language as tl
+
+    it = _compat.interp()
+    from . import bf16
+
+    def create_extern_elementwise(libName, libPath, symbol, argList, retType, isPure):
+        state.tick()
+        ret = getattr(retType, "scalar", retType)
+        np_out = it._get_np_dtype(ret)
+        arrays = [bf16.to_f32(h.data) if h.dtype == tl.bfloat16 else np.asarray(h.data) for h in argList]
+        with np.errstate(all="ignore"):
+            out = libdevice.evaluate(symbol, arrays, np_out, [a.dtype for a in arrays])
+        return it.TensorHandle(np.asarray(out).astype(np_out, copy=False), ret)
+
+    return create_extern_elementwise
+
+
+def _assert(state: LaunchState):
+    def create_assert(condition, message):
+        cond = np.asarray(condition.data)
+        if cond.all():
+            return None
+        bad = ~cond.astype(bool)
+        lane = tuple(int(i) for i in np.argwhere(bad)[0]) if cond.ndim else ()
+        raise _AssertFailed(str(message), lane, int(bad.sum()), int(cond.size))
+
+    return create_assert
+
+
+def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
+    import triton.language as tl
+
+    it = _compat.interp()
+    TH = it.TensorHandle
+    native = it._interpreter  # the C++ load/store/atomic primitives
+    arena = state.arena
+
+    def create_masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        state.tick()
+        ty = ptrs.get_element_ty()
+        npd = it._get_np_dtype(ty)
+        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)) if mask is not None else \
+            np.ones(np.shape(ptrs.data), dtype=bool)
+        real = arena.translate(ptrs.data, m, max(npd.itemsize, 1), "read")
+        oth = np.zeros(np.shape(ptrs.data), dtype=npd) if other is None else \
+            np.broadcast_to(np.asarray(other.data, dtype=npd), np.shape(ptrs.data))
+        ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
+        if is_volatile:
+            state.spin_check("a volatile load", real, ret)
+        return TH(ret, ty)
+
+    def create_masked_store(ptrs, value, mask, cache_modifier, eviction_policy):
+        state.tick()
+        shape = np.shape(ptrs.data)
+        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape) if mask is not None else \
+            np.ones(shape, dtype=bool)
+        val = np.asarray(value.data)
+        real = arena.translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
+        if m.any():
+            arena.epoch += 1
+        return native.store(np.ascontiguousarray(real), np.ascontiguousarray(np.broadcast_to(val, shape)),
+                            np.ascontiguousarray(m))
+
+    rmw = original("create_atomic_rmw")
+    cas = original("create_atomic_cas")
+
+    def create_atomic_rmw(rmwOp, ptr, val, mask, sem, scope):
+        state.tick()
+        shape = np.shape(ptr.data)
+        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape)
+        vd = np.asarray(val.data)
+        real = arena.translate(ptr.data, m, max(vd.dtype.itemsize, 1), "atomic")
+        old = rmw(rmwOp, TH(np.ascontiguousarray(real), ptr.dtype), val, TH(np.ascontiguousarray(m), tl.int1), sem,
+                  scope)
+        now = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.zeros(shape, dtype=vd.dtype),
+                          vd.dtype)
+        if np.any(m & (np.asarray(now) != np.asarray(old.data))):
+            arena.epoch += 1
+        else:
+            state.spin_check("an atomic", real, old.data)
+        return old
+
+    def create_atomic_cas(ptr, cmp, val, sem, scope):
+        state.tick()
+        vd = np.asarray(val.data)
+        real = arena.translate(ptr.data, None, max(vd.dtype.itemsize, 1), "atomic")
+        old = cas(TH(np.ascontiguousarray(real), ptr.dtype), cmp, val, sem, scope)
+        swapped = (np.asarray(old.data) == np.asarray(cmp.data)) & (np.asarray(cmp.data) != vd)
+        if np.any(swapped):
+            arena.epoch += 1
+        else:
+            state.spin_check("an atomic_cas", real, old.data)
+        return old
+
+    return {"create_masked_load": create_masked_load, "create_masked_store": create_masked_store,
+            "create_atomic_rmw": create_atomic_rmw, "create_atomic_cas": create_atomic_cas}
+
+
+# ---------------------------------------------------------------------- a backstop for pure-Python hangs
+class _WatchdogTimeout(BaseException):
+    """Raised asynchronously in the launching thread when a launch outlives its bound by far."""
+
+
+class _Watchdog:
+    """If the program loop never reaches a check (a Python-only infinite loop), raise into its thread."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.thread_id = threading.get_ident()
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._running = False
+        self._fired = False
+
+    def start(self) -> None:
+        self._running = True
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._running:
+                self._fired = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
+                                                           ctypes.py_object(_WatchdogTimeout))
+
+    def stop(self) -> None:
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._fired:  # not delivered yet: take it back
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), None)

@@ -1,0 +1,283 @@
+"""Bounds-checked device memory for the CPU runtime.
+
+Every pointer argument gets its own window of the 64-bit address space: argument ``i`` sees its storage at
+virtual address ``(i << 44) + 2**43``, so any pointer arithmetic of +-8 TiB from an argument still names
+that argument (the "tensor it came from") and never silently lands in a neighbour. A load, store or atomic
+decodes each active lane's address to (argument, byte offset), checks it against the argument's extent,
+and only then touches host memory through Triton's own load/store primitives. A violation is a
+``KernelFinding("oob", ...)``: kernel, source line, argument, offset and lane, instead of garbage or SIGSEGV.
+
+The extent of a tensor argument is the span of its view (storage offset to the last reachable element),
+not its whole storage: reading past a slice is a bug even where the allocation happens to continue.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+WINDOW_SHIFT = 44
+_CENTER = 1 << (WINDOW_SHIFT - 1)
+
+
+@dataclass
+class Region:
+    """One pointer argument: where its bytes live on the host and which of them it may touch."""
+
+    index: int
+    name: str
+    host_ptr: int  # real address of the backing storage's byte 0
+    lo: int  # valid bytes [lo, hi) relative to storage byte 0
+    hi: int
+    data_offset: int  # byte offset of the argument's first element within the storage
+    itemsize: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    writeback: Callable[[], None] | None = None
+
+    @property
+    def base(self) -> int:
+        return (self.index << WINDOW_SHIFT) + _CENTER
+
+    @property
+    def virtual_ptr(self) -> int:
+        return self.base + self.data_offset
+
+    def describe(self) -> str:
+        shape = "x".join(str(s) for s in self.shape) if self.shape else "scalar"
+        return f"'{self.name}' ({self.dtype}, shape [{shape}], strides {list(self.strides)})"
+
+
+@dataclass
+class Violation:
+    """What a bad access looked like; the executor adds kernel, line and program before raising."""
+
+    kind: str  # "read" | "write" | "atomic"
+    region: Region | None
+    lane: tuple[int, ...]
+    n_bad: int
+    n_active: int
+    byte_offset: int  # relative to the argument's first element
+    access_size: int
+    address: int
+    misaligned: bool = False
+
+    def message(self) -> str:
+        verb = {"read": "read", "write": "write", "atomic": "atomic access"}[self.kind]
+        lane = "[" + ",".join(str(i) for i in self.lane) + "]"
+        lanes = f"lane {lane}" + (f" (and {self.n_bad - 1} more of {self.n_active} active lanes)" if self.n_bad > 1 else "")
+        if self.region is None:
+            return (f"{verb} through pointer 0x{self.address:x} that does not point into any tensor argument "
+                    f"at {lanes}")
+        r = self.region
+        elem = self.byte_offset / self.access_size
+        elem_s = str(int(elem)) if float(elem).is_integer() else f"{elem:.2f}"
+        lo_e = (r.lo - r.data_offset) // max(r.itemsize, 1)
+        hi_e = (r.hi - r.data_offset) // max(r.itemsize, 1)
+        if self.misaligned:
+            return (f"misaligned {verb} of {r.describe()} at byte offset {self.byte_offset} "
+                    f"(not a multiple of {self.access_size}) at {lanes}")
+        where = "before the start" if self.byte_offset < r.lo - r.data_offset else "past the end"
+        return (f"out-of-bounds {verb} of {r.describe()}: element offset {elem_s} is {where} "
+                f"(valid element offsets {lo_e}..{hi_e - 1}) at {lanes}")
+
+
+class MemoryError_(Exception):
+    """Raised by the arena on a bad access; carries the Violation (converted to a finding by the executor)."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.message())
+        self.violation = violation
+
+
+@dataclass
+class Arena:
+    """The pointer arguments of one launch."""
+
+    regions: list[Region] = field(default_factory=list)
+    epoch: int = 0  # bumped on every write: a spin on an unchanged value is a wait on another program
+
+    def add(self, obj: Any, name: str) -> int:
+        """Register a tensor-like argument; returns the virtual address the kernel sees as its data pointer."""
+        region = _region_of(obj, name, len(self.regions) + 1)
+        self.regions.append(region)
+        return region.virtual_ptr
+
+    def writeback(self) -> None:
+        for r in self.regions:
+            if r.writeback is not None:
+                r.writeback()
+
+    # ------------------------------------------------------------------ translation
+    def translate(self, ptrs: np.ndarray, mask: np.ndarray | None, size: int, kind: str) -> np.ndarray:
+        """Check the active lanes of ``ptrs`` (virtual, uint64) for an access of ``size`` bytes; return the
+        host addresses (inactive lanes point at a harmless valid byte and are not touched)."""
+        addr = np.asarray(ptrs, dtype=np.uint64)
+        if mask is None:
+            active = np.ones(addr.shape, dtype=bool)
+        else:
+            active = np.broadcast_to(np.asarray(mask, dtype=bool), addr.shape)
+        if not active.any():
+            return np.zeros(addr.shape, dtype=np.uint64)
+        rid = (addr >> np.uint64(WINDOW_SHIFT)).astype(np.int64)
+        act_rid = rid[active]
+        first = int(act_rid.flat[0])
+        if (act_rid == first).all():
+            return self._translate_one(addr, active, first, size, kind)
+        out = np.zeros(addr.shape, dtype=np.uint64)
+        for r in np.unique(act_rid):
+            sub = active & (rid == r)
+            part = self._translate_one(addr, sub, int(r), size, kind)
+            out = np.where(sub, part, out)
+        return out
+
+    def _translate_one(self, addr, active, rid: int, size: int, kind: str) -> np.ndarray:
+        if not 1 <= rid <= len(self.regions):
+            lane = tuple(int(i) for i in np.argwhere(active)[0]) if addr.ndim else ()
+            raise MemoryError_(Violation(kind, None, lane, int(active.sum()), int(active.sum()), 0, size,
+                                         int(addr[lane] if addr.ndim else addr)))
+        r = self.regions[rid - 1]
+        off = (addr - np.uint64(r.base)).view(np.int64)
+        bad = active & ((off < r.lo) | (off + size > r.hi))
+        misaligned = False
+        if not bad.any():
+            bad = active & (((off + r.host_ptr) % size) != 0)
+            misaligned = bool(bad.any())
+        if bad.any():
+            idx = np.argwhere(bad)[0] if addr.ndim else ()
+            lane = tuple(int(i) for i in idx)
+            o = int(off[lane] if addr.ndim else off)
+            raise MemoryError_(Violation(kind, r, lane, int(bad.sum()), int(active.sum()), o - r.data_offset, size,
+                                         int(addr[lane] if addr.ndim else addr), misaligned))
+        safe = np.int64(r.lo if r.hi > r.lo else 0)
+        real = np.where(active, off, safe).astype(np.uint64) + np.uint64(r.host_ptr)
+        return real
+
+
+# ---------------------------------------------------------------------- describing arguments
+def _torch_dtype_name(dt: Any) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _region_of(obj: Any, name: str, index: int) -> Region:
+    """Resolve a tensor-like object to host bytes and a valid extent.
+
+    Order: torch.Tensor (and Triton's TensorWrapper) -> anything with untyped_storage() -> the array
+    interface -> data_ptr() with nbytes / numel()*element_size() / shape*itemsize (duck-typed buffers).
+    """
+    import torch
+
+    base = getattr(obj, "base", None)
+    dtype_override = None
+    if type(obj).__name__ == "TensorWrapper" and isinstance(base, torch.Tensor):  # triton.reinterpret
+        dtype_override = obj.dtype
+        obj = base
+    if isinstance(obj, torch.Tensor):
+        return _tensor_region(obj, name, index, dtype_override)
+    storage_fn = getattr(obj, "untyped_storage", None)
+    if callable(storage_fn):
+        try:
+            return _storage_region(obj, storage_fn(), name, index)
+        except Exception:  # fall through to the plainer protocols
+            pass
+    iface = getattr(obj, "__array_interface__", None)
+    if isinstance(iface, dict) and "data" in iface:
+        arr = np.asarray(obj)
+        ptr = int(iface["data"][0])
+        return Region(index, name, ptr, 0, int(arr.nbytes), 0, int(arr.itemsize), str(arr.dtype),
+                      tuple(arr.shape), tuple(s // arr.itemsize for s in arr.strides))
+    ptr = int(obj.data_ptr())
+    itemsize = _itemsize(obj)
+    nbytes = _nbytes(obj, itemsize)
+    shape = tuple(int(s) for s in getattr(obj, "shape", ()) or ())
+    return Region(index, name, ptr, 0, nbytes, 0, itemsize, _torch_dtype_name(getattr(obj, "dtype", "?")), shape,
+                  tuple(int(s) for s in _strides(obj, shape)))
+
+
+def _itemsize(obj: Any) -> int:
+    es = getattr(obj, "element_size", None)
+    if callable(es):
+        return int(es())
+    dt = getattr(obj, "dtype", None)
+    for attr in ("itemsize",):
+        if hasattr(dt, attr):
+            return int(getattr(dt, attr))
+    return 1
+
+
+def _nbytes(obj: Any, itemsize: int) -> int:
+    nb = getattr(obj, "nbytes", None)
+    if isinstance(nb, int):
+        return nb
+    numel = getattr(obj, "numel", None)
+    if callable(numel):
+        return int(numel()) * itemsize
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return int(np.prod([int(s) for s in shape])) * itemsize
+    raise TypeError(f"argument of type {type(obj).__name__} has data_ptr() but no size "
+                    "(nbytes, numel(), or shape): the runtime cannot bound its accesses")
+
+
+def _strides(obj: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    st = getattr(obj, "stride", None)
+    try:
+        if callable(st):
+            return tuple(st())
+    except Exception:
+        pass
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+def _extent(offset: int, shape, strides) -> tuple[int, int]:
+    """[first, last+1) element offsets reachable by a strided view (empty view: empty range)."""
+    if any(int(s) == 0 for s in shape):
+        return offset, offset
+    lo = offset + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) < 0)
+    hi = offset + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) > 0) + 1
+    return lo, hi
+
+
+def _tensor_region(t, name: str, index: int, dtype_override=None) -> Region:
+    import torch
+
+    st = t.untyped_storage()
+    itemsize = t.element_size()
+    lo_e, hi_e = _extent(t.storage_offset(), t.shape, t.stride())
+    data_offset = t.data_ptr() - st.data_ptr()
+    dtype = _torch_dtype_name(dtype_override if dtype_override is not None else t.dtype)
+    if t.device.type == "cpu":
+        host_ptr, writeback = st.data_ptr(), None
+    else:  # a device tensor: work on a host copy of its storage, copy back after the launch
+        host = torch.empty(st.nbytes(), dtype=torch.uint8).untyped_storage()
+        host.copy_(st)
+        host_ptr = host.data_ptr()
+
+        def writeback(st=st, host=host):
+            st.copy_(host)
+
+    return Region(index, name, host_ptr, lo_e * itemsize, hi_e * itemsize, data_offset, itemsize, dtype,
+                  tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), writeback)
+
+
+def _storage_region(obj: Any, st, name: str, index: int) -> Region:
+    itemsize = _itemsize(obj)
+    data_offset = int(obj.data_ptr()) - int(st.data_ptr())
+    shape = tuple(int(s) for s in getattr(obj, "shape", ()) or ())
+    strides = _strides(obj, shape)
+    lo_e, hi_e = _extent(data_offset // max(itemsize, 1), shape, strides)
+    return Region(index, name, int(st.data_ptr()), lo_e * itemsize, hi_e * itemsize, data_offset, itemsize,
+                  _torch_dtype_name(getattr(obj, "dtype", "?")), shape, tuple(strides))
+
+
+def read_bytes(address: int, n: int) -> bytes:
+    """Raw host bytes (for spin detection: did an atomic change memory?)."""
+    return ctypes.string_at(address, n)
