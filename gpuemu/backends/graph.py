@@ -1,0 +1,262 @@
+"""A compiled graph with a shadow: on a sampled call, the same FX graph runs eagerly in fp64 and in the
+original dtypes, and the compiled outputs are judged against the fp64 ones.
+
+The criterion follows torch._dynamo's accuracy minifier (``torch._dynamo.utils.same`` with an fp64
+reference): the compiled result may be as far from fp64 as eager's own result is, times a multiplier
+(2, or 3 for fp16/bf16), plus the calibrated tolerance. Per output element::
+
+    allowed_i = atol + rtol * max(|ref_i|, rms(ref)) + M * (|eager_i - ref_i| + rms(eager - ref))
+
+with (rtol, atol) the rule pack's default tolerance for the output's dtype. The eager terms make the
+bound follow the graph's own conditioning (a cancelling sum is allowed what eager needed); the rms
+terms keep one lucky eager element from making the bound too tight. Verdicts come from the one Oracle
+(:func:`gpuemu.hook.judge.judge_against`), so they read like every other failure.
+
+Graphs that draw random numbers (dropout, rand*) are not checked: an eager re-run draws other numbers.
+Only floating outputs are judged; integer and bool outputs are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hook.judge import judge_against
+
+MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
+_RANDOM_WORDS = ("dropout", "rand", "bernoulli", "normal_", "uniform", "multinomial", "poisson", "exponential_",
+                 "geometric_", "cauchy_", "log_normal_", "rrelu", "randperm")
+
+
+def random_nodes(gm: Any) -> list[str]:
+    """Names of the nodes of ``gm`` that draw random numbers (an eager re-run would differ)."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method"):
+            continue
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+        name = str(name).lower()
+        if not any(w in name for w in _RANDOM_WORDS):
+            continue
+        if "dropout" in name:
+            p = n.kwargs.get("p", n.args[1] if len(n.args) > 1 else 0.5)
+            training = n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True)
+            if training is False or p == 0:
+                continue
+        out.append(n.name)
+    return out
+
+
+def flat_outputs(out: Any) -> list[Any]:
+    """A graph's outputs as a flat list (Dynamo graphs return a tuple or list)."""
+    if isinstance(out, (list, tuple)):
+        flat: list[Any] = []
+        for o in out:
+            flat.extend(flat_outputs(o))
+        return flat
+    return [out]
+
+
+def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
+    """The per-element scale whose ``rtol`` multiple is the bound of the module docstring."""
+    import torch
+
+    e = eager.detach().to("cpu", torch.float64)
+    finite = ref64.isfinite()
+    rms = float(ref64[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 0.0
+    eerr = (e - ref64).abs().nan_to_num(nan=0.0, posinf=0.0)
+    eerr_rms = float(eerr.pow(2).mean().sqrt()) if eerr.numel() else 0.0
+    base = ref64.abs().nan_to_num(posinf=0.0).clamp_min(rms)
+    if rtol <= 0:
+        return base
+    return base + multiplier * (eerr + eerr_rms) / rtol
+
+
+def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], tolerances: Any) -> tuple[Any, int | None, dict]:
+    """(worst verdict, index of the output it is about, per-output notes) over the floating outputs."""
+    import torch
+
+    from ..oracle import FAIL, PASS, Verdict
+    from ..hook.sampling import dtype_label
+
+    worst = None
+    worst_i = None
+    notes: dict = {"eager_max_abs_err": [], "judged": []}
+    for i, (c, r, e) in enumerate(zip(compiled, ref, eager)):
+        if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor) or not isinstance(e, torch.Tensor):
+            continue
+        label = dtype_label(c.dtype)
+        if label not in MULTIPLIER:
+            continue
+        ref64 = r.detach().to("cpu", torch.float64)
+        if tuple(ref64.shape) != tuple(c.shape):
+            v = Verdict(FAIL, "shape", f"output {i}: compiled shape {list(c.shape)} != eager {list(ref64.shape)}")
+        else:
+            tol = tolerances.get("default", label)
+            scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
+            v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,
+                              scale_doc=f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + "
+                                        "rms(eager - ref)) / rtol: eager's own error against fp64")
+            eerr = (e.detach().to("cpu", torch.float64) - ref64).abs()
+            notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
+        notes["judged"].append(i)
+        better = worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))) \
+            or (v.status == PASS and worst.status == PASS and (v.worst_ratio or 0) > (worst.worst_ratio or 0))
+        if better:
+            worst, worst_i = v, i
+    return worst, worst_i, notes
+
+
+class ShadowedGraph:
+    """What the ``gpuemu`` backend returns: the inner backend's compiled callable plus a sampled shadow.
+
+    Calls go to the compiled callable and return exactly its result; a sampled call also runs the
+    shadow (see the module docstring). ``gm`` is a private copy of the graph taken before the inner
+    backend saw it (Inductor's passes rewrite graphs in place).
+    """
+
+    def __init__(self, compiled: Any, gm: Any, *, inner: str, label: str) -> None:
+        self.compiled = compiled
+        self.gm = gm
+        self.inner = inner
+        self.label = label
+        self.random = random_nodes(gm) if gm is not None else []
+        # Dynamo's generated code calls the backend's callable with positional inputs, always (an inner
+        # result's ``_boxed_call`` attribute is AOTAutograd's convention for its own fw compilers)
+        self._site: Any = None
+        self._rt: Any = None
+        from ..hook import runtime
+
+        self._runtime_mod = runtime
+
+    def __call__(self, *call_args: Any) -> Any:
+        rt = self._runtime_mod._current
+        if rt is None or self.gm is None:
+            return self.compiled(*call_args)
+        site = self._site
+        if site is not None and self._rt is rt:
+            site.countdown -= 1
+            if site.countdown > 0:
+                i = site.sig
+                if i is None or getattr(call_args[i], "shape", None) == site.shape:
+                    return self.compiled(*call_args)
+        return self._slow(rt, call_args)
+
+    def _slow(self, rt: Any, call_args: tuple) -> Any:
+        import torch
+
+        from ..hook.capture import capture, storage_bytes
+        from ..hook.sampling import busy, dtype_label
+
+        if busy():
+            return self.compiled(*call_args)
+        args = call_args
+        try:
+            if self._site is None or self._rt is not rt:
+                self._site = rt.site(("graph", id(self)), self.label)
+                self._rt = rt
+                self._site.sig = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                                       and not isinstance(a, torch.nn.Parameter)), None)
+            site = self._site
+            sig = args[site.sig] if site.sig is not None else None
+            sample, key = rt.sampler.decide(site, sig)
+        except Exception as e:
+            rt.internal_error("torch.compile/sample", e)
+            return self.compiled(*call_args)
+        if not sample:
+            return self.compiled(*call_args)
+        first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+        dtype = dtype_label(first_float.dtype if first_float is not None else None)
+        chk = rt.begin(source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype, bucket=key[1])
+        pre = None
+        try:
+            tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+            if self.random:
+                chk.skip(f"graph draws random numbers ({', '.join(self.random[:3])}): an eager re-run would differ")
+            elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
+                chk.skip("graph inputs exceed max_capture_bytes")
+            else:
+                pre = capture(tensors)
+        except Exception as e:
+            chk.fail("capture", e)
+        chk.pause()
+        try:
+            out = self.compiled(*call_args)
+        except BaseException:
+            chk.skip("the compiled graph itself raised")
+            try:
+                chk.end()
+            except Exception:
+                pass
+            raise
+        chk.resume()
+        if pre is not None:
+            try:
+                self._judge(rt, chk, args, pre, out)
+            except Exception as e:
+                chk.fail("judge", e)
+        chk.end()
+        return out
+
+    def _judge(self, rt: Any, chk: Any, args: tuple, pre: dict, out: Any) -> None:
+        import torch
+
+        from .fp64 import Fp64Mode, to_fp64
+
+        inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
+        with torch.no_grad():
+            if getattr(self, "_gm64", None) is None:
+                self._gm64 = _fp64_copy(self.gm)
+            gm64 = self._gm64
+            in64 = [to_fp64(x) for x in inputs]
+            with Fp64Mode():
+                ref = flat_outputs(gm64(*in64))
+            eager = flat_outputs(self.gm(*inputs))
+        compiled = flat_outputs(out)
+        verdict, idx, notes = judge_outputs(compiled, ref, eager, rt.tolerances)
+        if verdict is None:
+            chk.skip("no floating output to judge")
+            return
+        chk.verdict = verdict
+        if verdict.status != "fail":
+            return
+        record = {"hook": {"inner": self.inner, "label": self.label, "output_index": idx, "notes": notes}}
+        tensors: dict = {f"in.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+        try:
+            from .graph_io import graph_to_json
+
+            doc, consts = graph_to_json(self.gm)
+            record["hook"]["graph"] = doc
+            tensors.update(consts)
+        except Exception as e:  # still a divergence; only the replay is lost
+            record["hook"]["graph"] = None
+            record["hook"]["graph_unsupported"] = f"{type(e).__name__}: {e}"
+            record["hook"]["code"] = getattr(self.gm, "code", None)
+        record["hook"]["scalars"] = {str(i): a for i, a in enumerate(inputs)
+                                     if isinstance(a, (int, float, bool)) or a is None}
+        for i, c in enumerate(compiled):
+            if isinstance(c, torch.Tensor):
+                tensors[f"out.{i}"] = c.detach()
+        c = compiled[idx]
+        rt.diverged(chk, verdict, what=f"compiled graph {self.label} output {idx} vs fp64 eager "
+                                       f"(inner backend {self.inner})",
+                    shape=list(c.shape), record=record, tensors=tensors)
+
+
+def _fp64_copy(gm: Any) -> Any:
+    """A copy of ``gm`` whose floating constants are float64 (its parameters are lifted inputs)."""
+    import copy
+
+    import torch
+
+    g = copy.deepcopy(gm)
+    for mod in g.modules():
+        for name, buf in list(mod._buffers.items()):
+            if buf is not None and buf.is_floating_point():
+                mod._buffers[name] = buf.to(torch.float64)
+        for name, p in list(mod._parameters.items()):
+            if p is not None and p.is_floating_point():
+                mod._parameters[name] = torch.nn.Parameter(p.detach().to(torch.float64), requires_grad=False)
+    for name, v in list(vars(g).items()):
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            setattr(g, name, v.to(torch.float64))
+    return g

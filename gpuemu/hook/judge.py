@@ -1,0 +1,126 @@
+"""Judging one shadowed output through the one Oracle.
+
+An op-bound call is judged by :meth:`Oracle.compare` against the op's fp64 reference. A graph output or
+a metamorphic re-launch has no OpSpec of its own; it is judged by the same ``Oracle.compare`` through a
+one-off spec whose reference is the given float64 tensor and whose error scale says what the bound is
+relative to, so every verdict, message and detail reads the same wherever it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from ..oracle import FAIL, PASS, SKIP, Oracle, Verdict
+from ..tolerance import Tolerance, ToleranceTable
+
+FLOAT_LABELS = ("fp32", "fp16", "bf16")
+
+
+def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: ToleranceTable, what: str,
+                  scale64: Any = None, scale_doc: str = "|ref|", tol: Tolerance | None = None) -> Verdict:
+    """Judge ``output`` (fp32/fp16/bf16) against a float64 ``reference64`` of the same shape.
+
+    ``scale64`` (float64, CPU, same shape) is the magnitude the bound is relative to:
+    ``bound = atol + rtol * max(scale, |ref|)`` with the rule pack's default tolerance for ``dtype``.
+    """
+    from ..ops import ArgSpec, OpSpec
+
+    ref = reference64.detach().to("cpu")
+    scale = scale64 if scale64 is not None else ref.abs()
+    spec = OpSpec(name=f"hook.{what}", signature=what, meaning=what, args=(ArgSpec("x", ("N",)),),
+                  dims={"N": "tiled"}, reference=lambda x: ref, error_scale=lambda i, k, r: scale,
+                  scale_doc=scale_doc)
+    tol = tol or tolerances.get("default", dtype)
+    return Oracle(tolerances).compare(spec, dtype, {"x": output.new_empty(0)}, {}, output, tol=tol)
+
+
+def judge_exact(output: Any, reference: Any, *, what: str) -> Verdict:
+    """Integer, bool and fp64 outputs: equal values (fp64 within 1e-12 relative) or a mismatch verdict."""
+    import torch
+
+    out = output.detach().to("cpu")
+    ref = reference.detach().to("cpu")
+    if tuple(out.shape) != tuple(ref.shape):
+        return Verdict(FAIL, "shape", f"{what}: shape {list(out.shape)} != {list(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return Verdict(FAIL, "dtype", f"{what}: dtype {out.dtype} != {ref.dtype}")
+    if out.is_floating_point():
+        o, r = out.double(), ref.double()
+        both_nan = o.isnan() & r.isnan()
+        err = torch.where(both_nan | (o == r), torch.zeros_like(o), (o - r).abs())
+        bound = 1e-12 * torch.maximum(o.abs(), r.abs()) + 1e-300
+        bad = err > bound
+    else:
+        bad = out != ref
+        err = (out.to(torch.float64) - ref.to(torch.float64)).abs() if out.numel() else out.double()
+    n = int(bad.sum())
+    if n == 0:
+        return Verdict(PASS, numel=out.numel(), reference="exact")
+    flat = int(torch.where(bad.reshape(-1), err.reshape(-1).nan_to_num(posinf=1e308), -1.0).argmax())
+    idx = tuple(int(i) for i in _unravel(flat, out.shape))
+    o, r = float(out.reshape(-1)[flat]), float(ref.reshape(-1)[flat])
+    e = float(err.reshape(-1)[flat])
+    return Verdict(FAIL, "mismatch", f"{what}: got {o:g}, expected {r:g} at {list(idx)} ({n} elements differ)",
+                   f"Mismatched elements: {n} / {out.numel()} ({100.0 * n / max(out.numel(), 1):.1f}%)",
+                   max_abs_err=e, tol=0.0, index=idx, out_value=o, ref_value=r, mismatched=n,
+                   worst_ratio=math.inf, numel=out.numel(), reference="exact")
+
+
+def judge_pair(output: Any, reference: Any, *, tolerances: ToleranceTable, what: str,
+               scale: Callable[[Any, Any], Any] | None = None, scale_doc: str = "|ref|") -> Verdict:
+    """Judge ``output`` against ``reference`` of the same dtype: float through the oracle, others exactly."""
+    import torch
+
+    from .sampling import dtype_label
+
+    label = dtype_label(output.dtype)
+    if label not in FLOAT_LABELS:
+        return judge_exact(output, reference, what=what)
+    ref64 = reference.detach().to("cpu", torch.float64)
+    sc = scale(output, ref64) if scale is not None else None
+    return judge_against(output, ref64, dtype=label, tolerances=tolerances, what=what, scale64=sc,
+                         scale_doc=scale_doc)
+
+
+def skipped(reason: str) -> Verdict:
+    return Verdict(SKIP, "skipped", reason)
+
+
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    out = []
+    for s in reversed(tuple(shape)):
+        out.append(flat % s)
+        flat //= s
+    return tuple(reversed(out))
+
+
+def compare_op(oracle: Oracle, spec: Any, dtype: str, inputs: dict, kwargs: dict, output: Any) -> Verdict:
+    """``oracle.compare`` with the fp64 reference computed on the inputs' device (a GPU stays a GPU).
+
+    The oracle gathers float64 inputs on the CPU; on a GPU the reference itself runs on the GPU in
+    float64 and only its result comes back for the comparison.
+    """
+    import dataclasses
+
+    first = next((t for t in inputs.values() if t is not None), None)
+    device = getattr(first, "device", None)
+    if device is not None and device.type != "cpu":
+        base_ref = spec.reference
+
+        def on_device(**kw):
+            moved = {k: (v.to(device) if hasattr(v, "to") and hasattr(v, "device") else v) for k, v in kw.items()}
+            return base_ref(**moved).cpu()
+
+        spec = dataclasses.replace(spec, reference=on_device)
+    return oracle.compare(spec, dtype, inputs, kwargs, output)
+
+
+def rms_scale(output: Any, ref64: Any) -> Any:
+    """max(|ref|, |out|, rms(ref)): the magnitude two correct results differ by a rounding of (reordered sums)."""
+    import torch
+
+    out64 = output.detach().to("cpu", torch.float64)
+    finite = ref64[ref64.isfinite()]
+    rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 0.0
+    return torch.maximum(ref64.abs(), out64.abs().nan_to_num(posinf=0.0)).clamp_min(rms)

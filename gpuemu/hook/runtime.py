@@ -1,0 +1,325 @@
+"""The shadow runtime: one per install. It owns the settings, sampling and budget, the store, telemetry,
+and the rules every check follows.
+
+The rules: a check never raises into the host (strict mode raises :class:`ShadowDivergence` after the
+real result is computed, and nothing else), never changes a result (it runs on copies, restores the
+RNG state it touched, and returns what the real call returned), never mutates a user tensor, never
+shadows the calls its own work makes, and bounds its time (budget), memory (capture cap) and disk
+(snapshot and store caps). gpuemu's own failures are counted and logged once per place and kind.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import __version__
+from ..errors import GpuemuError, StoreError
+from ..oracle import FAIL, PASS, SKIP, Verdict
+from ..store import Store, seed_hex
+from ..telemetry import (ATTR_CHECK, ATTR_DTYPE, ATTR_KERNEL, ATTR_OP, ATTR_SHAPE, ATTR_SOURCE, Telemetry)
+from .capture import storage_bytes
+from .sampling import Budget, Sampler, Site, _tls
+from .settings import HookSettings
+
+log = logging.getLogger("gpuemu.hook")
+KEEP_DIVERGENCES = 100
+SOURCES = ("torch.compile", "triton", "inductor", "shadow")
+
+
+class ShadowDivergence(GpuemuError, AssertionError):
+    """Strict mode: a shadow check found a divergence (raised after the real call returned)."""
+
+    def __init__(self, divergence: "Divergence") -> None:
+        super().__init__(f"{divergence.line}\nreplay: {divergence.replay}")
+        self.divergence = divergence
+
+
+class ShadowError(GpuemuError, RuntimeError):
+    """Strict mode: gpuemu's own shadow work failed (in shadow mode this is only counted and logged)."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One divergence, as logged, counted and stored."""
+
+    line: str
+    seed: str
+    source: str
+    name: str
+    op: str | None
+    dtype: str
+    shape_bucket: str
+    verdict: Verdict
+    record: str | None = None
+    snapshot: str | None = None
+    store_error: str | None = None
+
+    @property
+    def replay(self) -> str:
+        return f"gpuemu reproduce {self.seed}"
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "seed": self.seed, "replay": self.replay, "source": self.source,
+                "name": self.name, "op": self.op, "dtype": self.dtype, "shape_bucket": self.shape_bucket,
+                "verdict": self.verdict.to_dict(), "record": self.record, "snapshot": self.snapshot,
+                "store_error": self.store_error}
+
+
+@dataclass
+class Stats:
+    checks: int = 0
+    passed: int = 0
+    divergences: int = 0
+    skipped: int = 0
+    internal_errors: int = 0
+    store_errors: int = 0
+    snapshots: int = 0
+    shadow_seconds: float = 0.0
+    skip_reasons: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__, skip_reasons=dict(self.skip_reasons))
+
+
+class Check:
+    """One shadow check in progress: its span, its clock (paused while the real call runs) and outcome."""
+
+    def __init__(self, rt: "Runtime", source: str, name: str, kind: str, op: str | None, dtype: str,
+                 bucket: str) -> None:
+        self.rt = rt
+        self.source, self.name, self.kind, self.op, self.dtype, self.bucket = source, name, kind, op, dtype, bucket
+        self.attrs = {ATTR_SOURCE: source, ATTR_KERNEL: name, ATTR_OP: op or "", ATTR_DTYPE: dtype,
+                      ATTR_SHAPE: bucket, ATTR_CHECK: kind}
+        self.span = rt.telemetry.start_check(self.attrs)
+        self.verdict: Verdict | None = None
+        self.divergence: Divergence | None = None
+        self.error: BaseException | None = None
+        self.skip_reason: str | None = None
+        self.seconds = 0.0
+        self._t = time.perf_counter()
+        self._rng: Any = None
+        _tls.busy = getattr(_tls, "busy", 0) + 1
+
+    # the real call runs between pause() and resume(): its time is the host's, not the shadow's
+    def pause(self) -> None:
+        self.seconds += time.perf_counter() - self._t
+
+    def resume(self) -> None:
+        self._t = time.perf_counter()
+        self._rng = _rng_state()
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """gpuemu's own failure inside this check: counted, logged once, never raised (except strict)."""
+        self.error = exc
+        self.rt.internal_error(f"{self.source}/{self.kind}/{where}", exc)
+
+    def skip(self, reason: str) -> None:
+        self.skip_reason = reason
+
+    def end(self) -> None:
+        """Finish: restore RNG, charge the budget, record telemetry; strict mode raises here."""
+        _tls.busy -= 1
+        if self._rng is not None:
+            try:
+                _set_rng_state(self._rng)
+            except Exception as e:  # pragma: no cover - the state we just read can always be set back
+                self.rt.internal_error("rng", e)
+        self.seconds += time.perf_counter() - self._t
+        rt = self.rt
+        rt.budget.charge(self.seconds)
+        st = rt.stats
+        st.shadow_seconds += self.seconds
+        v = self.verdict
+        if self.error is not None:
+            outcome = "error"
+        elif self.divergence is not None:
+            outcome = "divergence"
+        elif v is None or v.status == SKIP or self.skip_reason:
+            outcome = "skipped"
+            reason = self.skip_reason or (v.message if v is not None else "no verdict")
+            st.skip_reasons[reason] = st.skip_reasons.get(reason, 0) + 1
+            st.skipped += 1
+        else:
+            outcome = "pass"
+            st.passed += 1
+        st.checks += 1
+        ratio = v.worst_ratio if v is not None and v.worst_ratio is not None else None
+        if v is not None and v.status == PASS and ratio is None:
+            ratio = 0.0
+        try:
+            rt.telemetry.check_finished(self.span, self.attrs, outcome=outcome, ratio=ratio, seconds=self.seconds)
+        except Exception as e:
+            rt.internal_error("telemetry", e)
+        if rt.settings.mode == "strict":
+            if self.divergence is not None:
+                raise ShadowDivergence(self.divergence)
+            if self.error is not None:
+                raise ShadowError(f"gpuemu shadow check of {self.name} failed: {type(self.error).__name__}: "
+                                  f"{self.error}") from self.error
+
+
+class Runtime:
+    """The installed hook's state. One exists while the hook is installed (see :func:`gpuemu.hook.install`)."""
+
+    def __init__(self, settings: HookSettings, telemetry: Telemetry | None = None) -> None:
+        self.settings = settings
+        self.telemetry = telemetry or Telemetry()
+        self.budget = Budget(settings.budget)
+        self.sampler = Sampler(settings.sample_rate, self.budget, seed=settings.seed)
+        self.store = Store(settings.store, max_bytes=settings.max_store_bytes)
+        self.tolerances = settings.tolerances
+        self.bindings: dict = dict(settings.bindings)
+        self.stats = Stats()
+        self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
+        self._stored_per_key: collections.Counter = collections.Counter()
+        self._logged: set = set()
+        self._lock = threading.Lock()
+        self.sites: dict[Any, Site] = {}
+
+    # ------------------------------------------------------------------ sites and sampling
+
+    def site(self, key: Any, name: str) -> Site:
+        s = self.sites.get(key)
+        if s is None:
+            with self._lock:
+                s = self.sites.setdefault(key, Site(name))
+        return s
+
+    def begin(self, *, source: str, name: str, kind: str, op: str | None, dtype: str, bucket: str) -> Check:
+        return Check(self, source, name, kind, op, dtype, bucket)
+
+    # ------------------------------------------------------------------ outcomes
+
+    def internal_error(self, where: str, exc: BaseException) -> None:
+        self.stats.internal_errors += 1
+        try:
+            self.telemetry.internal_error(where, exc)
+        except Exception:  # telemetry failing is itself only worth the log line below
+            pass
+        key = (where, type(exc).__name__)
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning("gpuemu.hook: internal error in %s (%s: %s); the host program is unaffected, further "
+                        "errors of this kind are only counted", where, type(exc).__name__, exc,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
+
+    def diverged(self, chk: Check, verdict: Verdict, *, what: str, shape: list[int], record: Mapping[str, Any],
+                 tensors: Mapping[str, Any]) -> Divergence:
+        """Record a divergence: line, snapshot (within the caps), telemetry event, log."""
+        seed = seed_hex(int.from_bytes(os.urandom(6), "big"))
+        shape_txt = "[" + ",".join(str(int(d)) for d in shape) + "]"
+        line = f"FAIL seed={seed} dtype={chk.dtype} shape={shape_txt} {verdict.message} (shadow {chk.source}: {what})"
+        rec_path = snap_path = store_error = None
+        key = (chk.source, chk.name, chk.dtype, chk.bucket)
+        if self._stored_per_key[key] < self.settings.snapshots_per_key:
+            full = self.base_record(chk, seed=seed, line=line, verdict=verdict, shape=shape, what=what)
+            full["hook"] = dict(record.get("hook", {}), source=chk.source, check=chk.kind)
+            full.update({k: v for k, v in record.items() if k != "hook"})
+            nbytes = storage_bytes(tensors.values())
+            if nbytes > self.settings.max_snapshot_bytes:
+                full["snapshot_omitted"] = (f"{nbytes} bytes of tensors exceed max_snapshot_bytes="
+                                            f"{self.settings.max_snapshot_bytes}")
+                tensors = {}
+            try:
+                rec_path = str(self.store.save(full, tensors))
+                snap_path = _snapshot_path(rec_path)
+                self._stored_per_key[key] += 1
+                self.stats.snapshots += 1
+            except (StoreError, OSError) as e:  # a full disk must never reach the host
+                store_error = str(e)
+                self.stats.store_errors += 1
+                if ("store", type(e).__name__) not in self._logged:
+                    self._logged.add(("store", type(e).__name__))
+                    log.warning("gpuemu.hook: divergence not stored: %s (further store errors are only counted)", e)
+        div = Divergence(line=line, seed=seed, source=chk.source, name=chk.name, op=chk.op, dtype=chk.dtype,
+                         shape_bucket=chk.bucket, verdict=verdict, record=rec_path, snapshot=snap_path,
+                         store_error=store_error)
+        chk.divergence = div
+        self.stats.divergences += 1
+        self.divergences.append(div)
+        try:
+            self.telemetry.divergence(chk.span, chk.attrs, line=line, seed=seed, replay=div.replay, snapshot=snap_path)
+        except Exception as e:
+            self.internal_error("telemetry", e)
+        where = f"\nsnapshot: {snap_path}" if snap_path else (f"\nnot stored: {store_error}" if store_error else
+                                                               "\nnot stored: snapshot limit for this key reached")
+        log.warning("%s\nreplay: %s%s", line, div.replay if rec_path else "(no snapshot)", where)
+        return div
+
+    def base_record(self, chk: Check, *, seed: str, line: str, verdict: Verdict, shape: list[int], what: str) -> dict:
+        import torch
+
+        try:
+            import triton
+
+            triton_version = triton.__version__
+        except Exception:
+            triton_version = None
+        tol = self.tolerances.get(chk.op if chk.op else "default", chk.dtype) if chk.dtype in ("fp32", "fp16", "bf16") \
+            else None
+        return {
+            "gpuemu": __version__, "source": chk.source, "target": chk.name, "op": chk.op, "line": line,
+            "what": what, "torch": torch.__version__, "triton": triton_version,
+            "case": {"seed": int(seed, 16), "dtype": chk.dtype, "shape": list(shape), "shape_bucket": chk.bucket},
+            "verdict": verdict.to_dict(), "tolerance": tol.to_dict() if tol is not None else None,
+            "time": time.time(),
+        }
+
+    def summary(self) -> str:
+        s = self.stats
+        return (f"gpuemu.hook: {s.checks} checks, {s.divergences} divergences, {s.skipped} skipped, "
+                f"{s.internal_errors} internal errors; shadow time {s.shadow_seconds:.3f} s "
+                f"({100 * self.budget.share():.2f}% of wall time, budget {100 * self.settings.budget:g}%)")
+
+
+def _snapshot_path(record_path: str) -> str | None:
+    import json
+
+    try:
+        return json.loads(Path(record_path).read_text()).get("snapshot", {}).get("path")
+    except (OSError, ValueError):
+        return None
+
+
+def _rng_state() -> Any:
+    import torch
+
+    cuda = None
+    try:
+        if torch.cuda.is_initialized():
+            cuda = torch.cuda.get_rng_state_all()
+    except Exception:
+        cuda = None
+    return torch.random.get_rng_state(), cuda
+
+
+def _set_rng_state(state: Any) -> None:
+    import torch
+
+    cpu, cuda = state
+    torch.random.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+_current: Runtime | None = None
+
+
+def current() -> Runtime | None:
+    """The installed runtime, or None when the hook is not installed (or mode is off)."""
+    return _current
+
+
+def _set_current(rt: Runtime | None) -> None:
+    global _current
+    _current = rt
+
+
+__all__ = ["Runtime", "Check", "Divergence", "Stats", "ShadowDivergence", "ShadowError", "current"]

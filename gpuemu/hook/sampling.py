@@ -1,0 +1,146 @@
+"""Which calls get a shadow check: first calls of each key, then a sampled fraction, within a time budget.
+
+The key of a call is (site, dtype, shape bucket): the site is the kernel, compiled graph or launcher; dtype
+and shape bucket are those of the call's *signature tensor* (its first tensor argument), each dim rounded
+up to a power of two. The first call of a new key is always checked (when the budget allows; otherwise
+the next call of that key is); every other call is checked with probability ``sample_rate``.
+
+Cheap when not sampled: a site keeps a countdown to its next sampled call, drawn from the geometric
+distribution (which makes every call an independent Bernoulli(p) draw), and the signature tensor's last
+shape and dtype. An unsampled call with an unchanged signature costs one decrement and two compares;
+only a new shape or dtype, or a countdown reaching zero, takes the slow path.
+
+Budget: shadow work may use at most ``budget`` of the wall time since install, with an initial allowance
+of ``budget * WINDOW_S`` seconds so that the very first checks can run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from typing import Any
+
+WINDOW_S = 10.0
+_NEVER = 1 << 62
+
+_tls = threading.local()
+
+
+def busy() -> bool:
+    """True while this thread does shadow work: launches made then are not shadowed again."""
+    return getattr(_tls, "busy", 0) > 0
+
+
+class shadow_work:
+    """Context manager marking this thread busy with shadow work (re-entrant calls pass straight through)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _tls.busy = getattr(_tls, "busy", 0) + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _tls.busy -= 1
+
+
+class Budget:
+    """At most ``fraction`` of wall time (since creation, at least WINDOW_S) spent on shadow work."""
+
+    def __init__(self, fraction: float, *, clock=time.perf_counter, window: float = WINDOW_S) -> None:
+        self.fraction = float(fraction)
+        self.clock = clock
+        self.window = window
+        self.start = clock()
+        self.spent = 0.0
+        self._lock = threading.Lock()
+
+    def allows(self) -> bool:
+        return self.spent < self.fraction * max(self.clock() - self.start, self.window)
+
+    def charge(self, seconds: float) -> None:
+        with self._lock:
+            self.spent += max(0.0, seconds)
+
+    def share(self) -> float:
+        """Fraction of wall time spent on shadow work so far."""
+        elapsed = self.clock() - self.start
+        return self.spent / elapsed if elapsed > 0 else 0.0
+
+
+class Site:
+    """One kernel, graph or launcher: its countdown, last signature and the keys already checked."""
+
+    __slots__ = ("name", "countdown", "shape", "dtype", "seen", "plan", "extra", "sig")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.countdown = 0  # 0: the next call takes the slow path
+        self.shape: Any = None
+        self.dtype: Any = None
+        self.seen: set = set()
+        self.plan: Any = None
+        self.extra: dict = {}
+        self.sig: int | None = None  # position of the signature tensor among the positional arguments
+
+
+class Sampler:
+    """Decides on the slow path; the fast path lives in each interceptor (see the module docstring)."""
+
+    def __init__(self, rate: float, budget: Budget, *, seed: int | None = None) -> None:
+        self.rate = float(rate)
+        self.budget = budget
+        self.rng = random.Random(seed)
+
+    def gap(self) -> int:
+        """Calls until the next sampled one: geometric with success probability ``rate``."""
+        p = self.rate
+        if p >= 1.0:
+            return 1
+        if p <= 0.0:
+            return _NEVER
+        u = 1.0 - self.rng.random()  # (0, 1]
+        return int(math.log(u) / math.log1p(-p)) + 1
+
+    def decide(self, site: Site, sig: Any) -> tuple[bool, tuple]:
+        """Slow path: (check this call?, its key). Updates the site's countdown and signature."""
+        shape = getattr(sig, "shape", None)
+        dtype = getattr(sig, "dtype", None)
+        key = (dtype_label(dtype), shape_bucket(shape))
+        new = key not in site.seen
+        due = site.countdown <= 0
+        if due:
+            site.countdown = self.gap()
+        site.shape, site.dtype = shape, dtype
+        if not (new or due):
+            return False, key
+        if not self.budget.allows():
+            if new:
+                site.shape = None  # try the first call of this key again on its next call
+            return False, key
+        site.seen.add(key)
+        return True, key
+
+
+_DTYPE_LABELS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
+                 "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
+                 "torch.uint8": "uint8", "torch.bool": "bool"}
+
+
+def dtype_label(dtype: Any) -> str:
+    """'fp32' for torch.float32 (the names of shared/OPS.md); str(dtype) without 'torch.' otherwise."""
+    if dtype is None:
+        return "none"
+    s = str(dtype)
+    return _DTYPE_LABELS.get(s, s.replace("torch.", ""))
+
+
+def shape_bucket(shape: Any) -> str:
+    """Each dim rounded up to a power of two: [8, 257, 64] -> '8x512x64'; a scalar -> 'scalar'."""
+    if shape is None:
+        return "none"
+    dims = [int(d) for d in shape]
+    if not dims:
+        return "scalar"
+    return "x".join(str(1 << max(0, (d - 1).bit_length())) if d > 0 else "0" for d in dims)
