@@ -8,6 +8,7 @@ relative to, so every verdict, message and detail reads the same wherever it cam
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -32,7 +33,24 @@ def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: Tole
                   dims={"N": "tiled"}, reference=lambda x: ref, error_scale=lambda i, k, r: scale,
                   scale_doc=scale_doc)
     tol = tol or tolerances.get("default", dtype)
-    return Oracle(tolerances).compare(spec, dtype, {"x": output.new_empty(0)}, {}, output, tol=tol)
+    verdict = Oracle(tolerances).compare(spec, dtype, {"x": output.new_empty(0)}, {}, output, tol=tol)
+    if verdict.status == PASS and verdict.worst_ratio is None and ref.numel():
+        verdict = dataclasses.replace(verdict, worst_ratio=_pass_ratio(output, ref, scale, tol, dtype))
+    return verdict
+
+
+def _pass_ratio(output: Any, ref: Any, scale: Any, tol: Tolerance, dtype: str) -> float:
+    """The worst |out - ref| / bound of a passing output (for the error-ratio histogram)."""
+    import torch
+
+    from ..tolerance import bounds
+
+    out = output.detach().to("cpu", torch.float64)
+    ok = out.isfinite() & ref.isfinite()
+    if not bool(ok.any()):
+        return 0.0
+    b = bounds(scale, ref, tol, dtype).clamp_min(1e-300)
+    return float(((out - ref).abs() / b)[ok].max())
 
 
 def judge_exact(output: Any, reference: Any, *, what: str) -> Verdict:

@@ -180,6 +180,7 @@ class Runtime:
         self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
         self._stored_per_key: collections.Counter = collections.Counter()
         self._logged: set = set()
+        self._reported: set = set()
         self._lock = threading.Lock()
         self.sites: dict[Any, Site] = {}
 
@@ -248,9 +249,13 @@ class Runtime:
             self.telemetry.divergence(chk.span, chk.attrs, line=line, seed=seed, replay=div.replay, snapshot=snap_path)
         except Exception as e:
             self.internal_error("telemetry", e)
-        where = f"\nsnapshot: {snap_path}" if snap_path else (f"\nnot stored: {store_error}" if store_error else
-                                                               "\nnot stored: snapshot limit for this key reached")
-        log.warning("%s\nreplay: %s%s", line, div.replay if rec_path else "(no snapshot)", where)
+        first = key not in self._reported
+        self._reported.add(key)
+        if rec_path:
+            log.warning("%s\nreplay: %s\nsnapshot: %s", line, div.replay, snap_path)
+        else:  # repeats of a key are counted and sent as events; the log says it once
+            why = store_error or "snapshot limit for this key reached"
+            log.log(logging.WARNING if first else logging.DEBUG, "%s\nnot stored: %s", line, why)
         return div
 
     def base_record(self, chk: Check, *, seed: str, line: str, verdict: Verdict, shape: list[int], what: str) -> dict:
