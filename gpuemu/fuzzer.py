@@ -389,7 +389,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         case = generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks)
         ev = run(case)
         _learn(blocks, spec, ev.launches)
-        if dtype == "bf16" and interpreting() and ev.launches:
+        # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
+        if dtype == "bf16" and interpreting() and ev.launches and not all(
+                lch.options.get("runtime") == "gpuemu" for lch in ev.launches):
             result.skipped["bf16"] = BF16_INTERPRETER_REASON
             active.remove("bf16")
             continue

@@ -1,8 +1,11 @@
-"""Running a launcher: on the CPU under Triton's interpreter, or on CUDA when present.
+"""Running a launcher: on the CPU on gpuemu's runtime (Triton's interpreter with GPU semantics), or on
+CUDA when present.
 
 :func:`run_launcher` calls a launcher once with hygiene around it: output allocations made inside the
 call are poisoned, Triton launches are observed, exceptions are captured (a kernel that raises is a
-verdict, not a crash of gpuemu), and the time spent is measured.
+verdict, not a crash of gpuemu), and the time spent is measured. On the CPU the launches run on
+:mod:`gpuemu.runtime` (bounds-checked memory, bf16, TF32 dots, every autotune config); what it reports
+(dot precision, chosen autotune config) is merged into each ``Launch.options``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any, Callable
 from .launches import Launch, observe_launches
 from .poison import poison_allocations
 
-__all__ = ["Launch", "RunOutcome", "default_device", "interpreting", "observe_launches", "run_launcher"]
+__all__ = ["Launch", "RunOutcome", "default_device", "interpreting", "observe_launches", "ran_on_runtime",
+           "run_launcher"]
 
 
 def interpreting() -> bool:
@@ -52,18 +56,31 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu", poison: bool = True) -> RunOutcome:
-    """Call ``fn(*args, **kwargs)``; never raises for what the launcher does."""
+def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu", poison: bool = True,
+                 runtime: bool | None = None) -> RunOutcome:
+    """Call ``fn(*args, **kwargs)``; never raises for what the launcher does.
+
+    ``runtime``: run CPU launches on gpuemu's runtime (default: yes when ``device`` is the CPU).
+    """
+    import contextlib
+
     import numpy as np
 
+    use_runtime = (device == "cpu") if runtime is None else runtime
     out = RunOutcome()
     t0 = time.perf_counter()
     try:
         # the interpreter evaluates kernels with numpy: an exp that overflows is the kernel's business
-        with observe_launches() as launches, poison_allocations(enabled=poison), np.errstate(all="ignore"):
-            out.output = fn(*args, **kwargs)
-            _sync(device)
-        out.launches = launches
+        with contextlib.ExitStack() as stack:
+            launches = stack.enter_context(observe_launches())
+            reports = stack.enter_context(_runtime_scope()) if use_runtime else []
+            stack.enter_context(poison_allocations(enabled=poison))
+            stack.enter_context(np.errstate(all="ignore"))
+            try:
+                out.output = fn(*args, **kwargs)
+                _sync(device)
+            finally:
+                out.launches = _merge(launches, reports)
     except Exception as e:  # the kernel's failure is the verdict
         out.error = e
         tb = traceback.extract_tb(e.__traceback__)
@@ -71,3 +88,42 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
         out.error_text = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}{where}"
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _runtime_scope():
+    """gpuemu's runtime active for the block (unless it already was); yields its launch reports."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def scope():
+        try:
+            from .. import runtime
+        except Exception:  # pragma: no cover - no triton: nothing to run on the runtime
+            yield []
+            return
+        was = runtime.active()
+        if not was:
+            runtime.activate()
+        try:
+            with runtime.observe() as reports:
+                yield reports
+        finally:
+            if not was:
+                runtime.deactivate()
+
+    return scope()
+
+
+def _merge(launches: list[Launch], reports: list) -> list[Launch]:
+    """Launch records with what the runtime reported for the same launch (in order) in ``options``."""
+    import dataclasses
+
+    if not reports or len(reports) != len(launches):
+        return list(launches)
+    return [dataclasses.replace(lch, options={**lch.options, "runtime": "gpuemu", **rep.launch_options()})
+            for lch, rep in zip(launches, reports)]
+
+
+def ran_on_runtime(launches: list[Launch]) -> bool:
+    """True when gpuemu's runtime ran these launches (bf16 and the rest as on a GPU)."""
+    return bool(launches) and all(lch.options.get("runtime") == "gpuemu" for lch in launches)

@@ -114,13 +114,61 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
                 if k in named and named[k] != v and not (hasattr(v, "name") and str(v) == str(named[k])):
                     raise RuntimeError(f"constexpr {k}: CPU run used {v!r}, the compile bound {named[k]!r}")
         src = ASTSource(jit, signature, constexprs, attrs)
-        compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
+        from .executor import _lock as launch_lock
+
+        with launch_lock, _compiled_mode(jit.fn.__globals__):  # no runtime launch sees the swapped helpers
+            compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
         meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(vars(compiled.metadata))
         return CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
                               {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
     except Exception as e:  # the CPU run stands; the compile failure is reported
         return CompiledLaunch(name, target_name or f"sm_{getattr(gpu_target, 'arch', '?')}", {}, {},
                               error=f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+
+
+@contextlib.contextmanager
+def _compiled_mode(kernel_globals: dict) -> Iterator[None]:
+    """Compile in a process where TRITON_INTERPRET=1 made ``@triton.jit`` functions InterpretedFunctions:
+    for the duration, Triton's own language functions and the kernel's helpers are JITFunctions again and
+    the interpret knob is off (``triton.compile`` cannot call interpreted functions on IR values)."""
+    import sys
+
+    from ._compat import interpreted_function_class, jit_function_class
+
+    Interp, JIT = interpreted_function_class(), jit_function_class()
+    cache = getattr(_local, "jit_cache", None)
+    if cache is None:
+        cache = _local.jit_cache = {}
+    undo: list[tuple[dict, str, Any]] = []
+    seen: set[int] = set()
+
+    def convert(ns: dict) -> None:
+        if id(ns) in seen:
+            return
+        seen.add(id(ns))
+        for key, value in list(ns.items()):
+            if isinstance(value, Interp):
+                if value.fn not in cache:
+                    cache[value.fn] = JIT(value.fn)
+                undo.append((ns, key, value))
+                ns[key] = cache[value.fn]
+                convert(value.fn.__globals__)
+
+    knobs = getattr(sys.modules.get("triton"), "knobs", None)
+    old_knob = getattr(getattr(knobs, "runtime", None), "interpret", None)
+    try:
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("triton.language") and mod is not None:
+                convert(vars(mod))
+        convert(kernel_globals)
+        if old_knob:
+            knobs.runtime.interpret = False
+        yield
+    finally:
+        if old_knob:
+            knobs.runtime.interpret = old_knob
+        for ns, key, value in reversed(undo):
+            ns[key] = value
 
 
 def _plain(v: Any) -> Any:

@@ -83,32 +83,47 @@ class LaunchState:
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
-            raise _Timeout()
+            raise _Timeout(self.site_now())
+
+    def site_now(self) -> str:
+        """file:line of the innermost kernel or helper frame on the live stack."""
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code in self.codes:
+                return _fmt_site(f.f_code, f.f_lineno, self.kernel_codes)
+            f = f.f_back
+        return "?"
 
     def spin_check(self, what: str, real: np.ndarray, result: np.ndarray) -> None:
         fp = (what, hash(np.asarray(real).tobytes()), hash(np.asarray(result).tobytes()), self.arena.epoch)
         if fp == self._spin_fp:
             self._spin_n += 1
             if self._spin_n >= self.settings.spin_limit:
-                raise _Spin(what, self._spin_n)
+                raise _Spin(what, self._spin_n, self.site_now())
         else:
             self._spin_fp, self._spin_n = fp, 0
 
 
-class _Timeout(Exception):
-    pass
+class _Located(Exception):
+    site = "?"
 
 
-class _Spin(Exception):
-    def __init__(self, what: str, n: int) -> None:
+class _Timeout(_Located):
+    def __init__(self, site: str = "?") -> None:
+        super().__init__(site)
+        self.site = site
+
+
+class _Spin(_Located):
+    def __init__(self, what: str, n: int, site: str = "?") -> None:
         super().__init__(what)
-        self.what, self.n = what, n
+        self.what, self.n, self.site = what, n, site
 
 
-class _AssertFailed(Exception):
-    def __init__(self, message: str, lane: tuple[int, ...], n_bad: int, n: int) -> None:
+class _AssertFailed(_Located):
+    def __init__(self, message: str, lane: tuple[int, ...], n_bad: int, n: int, site: str = "?") -> None:
         super().__init__(message)
-        self.message, self.lane, self.n_bad, self.n = message, lane, n_bad, n
+        self.message, self.lane, self.n_bad, self.n, self.site = message, lane, n_bad, n, site
 
 
 class KernelError(RuntimeError):
@@ -362,7 +377,10 @@ def _translate(e: BaseException, state: LaunchState) -> BaseException:
 
 
 def _site(e: BaseException, state: LaunchState) -> str:
-    """file:line of the innermost kernel or helper frame (from the traceback, else the live stack)."""
+    """file:line of the innermost kernel or helper frame (recorded at raise time, else from the traceback)."""
+    recorded = getattr(e, "site", None)
+    if isinstance(recorded, str) and recorded != "?":
+        return recorded
     best = None
     tb = e.__traceback__
     while tb is not None:
@@ -371,9 +389,12 @@ def _site(e: BaseException, state: LaunchState) -> str:
         tb = tb.tb_next
     if best is None:
         return "?"
-    code, line = best
+    return _fmt_site(best[0], best[1], state.kernel_codes)
+
+
+def _fmt_site(code, line: int, kernel_codes) -> str:
     short = code.co_filename.rsplit("/", 1)[-1]
-    fn = "" if code in state.kernel_codes else f" (in {code.co_name})"
+    fn = "" if code in kernel_codes else f" (in {code.co_name})"
     return f"{short}:{line}{fn}"
 
 
@@ -517,7 +538,7 @@ def _assert(state: LaunchState):
             return None
         bad = ~cond.astype(bool)
         lane = tuple(int(i) for i in np.argwhere(bad)[0]) if cond.ndim else ()
-        raise _AssertFailed(str(message), lane, int(bad.sum()), int(cond.size))
+        raise _AssertFailed(str(message), lane, int(bad.sum()), int(cond.size), state.site_now())
 
     return create_assert
 
@@ -530,13 +551,20 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     native = it._interpreter  # the C++ load/store/atomic primitives
     arena = state.arena
 
+    def translate(ptrs, mask, size, kind):
+        try:
+            return arena.translate(ptrs, mask, size, kind)
+        except MemoryError_ as e:
+            e.site = state.site_now()
+            raise
+
     def create_masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         state.tick()
         ty = ptrs.get_element_ty()
         npd = it._get_np_dtype(ty)
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)) if mask is not None else \
             np.ones(np.shape(ptrs.data), dtype=bool)
-        real = arena.translate(ptrs.data, m, max(npd.itemsize, 1), "read")
+        real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
         oth = np.zeros(np.shape(ptrs.data), dtype=npd) if other is None else \
             np.broadcast_to(np.asarray(other.data, dtype=npd), np.shape(ptrs.data))
         ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
@@ -550,7 +578,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape) if mask is not None else \
             np.ones(shape, dtype=bool)
         val = np.asarray(value.data)
-        real = arena.translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
+        real = translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
         if m.any():
             arena.epoch += 1
         return native.store(np.ascontiguousarray(real), np.ascontiguousarray(np.broadcast_to(val, shape)),
@@ -564,7 +592,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         shape = np.shape(ptr.data)
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape)
         vd = np.asarray(val.data)
-        real = arena.translate(ptr.data, m, max(vd.dtype.itemsize, 1), "atomic")
+        real = translate(ptr.data, m, max(vd.dtype.itemsize, 1), "atomic")
         old = rmw(rmwOp, TH(np.ascontiguousarray(real), ptr.dtype), val, TH(np.ascontiguousarray(m), tl.int1), sem,
                   scope)
         now = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.zeros(shape, dtype=vd.dtype),
@@ -578,7 +606,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     def create_atomic_cas(ptr, cmp, val, sem, scope):
         state.tick()
         vd = np.asarray(val.data)
-        real = arena.translate(ptr.data, None, max(vd.dtype.itemsize, 1), "atomic")
+        real = translate(ptr.data, None, max(vd.dtype.itemsize, 1), "atomic")
         old = cas(TH(np.ascontiguousarray(real), ptr.dtype), cmp, val, sem, scope)
         swapped = (np.asarray(old.data) == np.asarray(cmp.data)) & (np.asarray(cmp.data) != vd)
         if np.any(swapped):

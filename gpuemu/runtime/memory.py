@@ -87,7 +87,10 @@ class Violation:
 
 
 class MemoryError_(Exception):
-    """Raised by the arena on a bad access; carries the Violation (converted to a finding by the executor)."""
+    """Raised by the arena on a bad access; carries the Violation (converted to a finding by the executor).
+    ``site`` (file:line in the kernel) is filled in by the executor's load/store patches."""
+
+    site = "?"
 
     def __init__(self, violation: Violation) -> None:
         super().__init__(violation.message())

@@ -1,0 +1,237 @@
+"""gpuemu.runtime: numerics, memory checking, findings, settings, reports and the runner integration."""
+import numpy as np
+import pytest
+import torch
+import triton
+
+from gpuemu.errors import KernelFinding, InvalidArgument
+from tests.kernels_runtime import gaps as G
+
+
+@pytest.fixture
+def rt():
+    from gpuemu import runtime
+
+    runtime.activate()
+    try:
+        yield runtime
+    finally:
+        runtime.deactivate()
+        runtime.configure(dot_precision="gpu", timeout_s=120.0)
+
+
+# ---------------------------------------------------------------------- bf16 conversions
+def test_bf16_from_f32_matches_torch_round_to_nearest_even():
+    from gpuemu.runtime import bf16
+
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x = x[~np.isnan(x)]
+    ours = bf16.from_f32(x)
+    theirs = torch.from_numpy(x.copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(ours, theirs)
+    assert np.array_equal(bf16.to_f32(ours), torch.from_numpy(theirs.view(np.int16)).view(torch.bfloat16).float().numpy())
+
+
+def test_bf16_from_f64_rounds_once():
+    from gpuemu.runtime import bf16
+
+    # 1 + 2^-8 is a tie between 1 and 1+2^-7: ties to even (1.0); a hair above rounds up. Double rounding
+    # through fp32 (1 + 2^-8 + 2^-40 -> 1 + 2^-8) would wrongly round the second down.
+    x = np.array([1.0 + 2**-8, 1.0 + 2**-8 + 2**-40, -(1.0 + 2**-8 + 2**-40), 3.4e38, np.inf, np.nan])
+    out = bf16.from_f64(x)
+    assert out[0] == 0x3F80 and out[1] == 0x3F81 and out[2] == 0xBF81
+    assert out[3] == 0x7F80 and out[4] == 0x7F80 and (out[5] & 0x7F80) == 0x7F80 and (out[5] & 0x7F)
+
+
+def test_tf32_truncates_low_mantissa_bits():
+    from gpuemu.runtime.numerics import tf32
+
+    x = np.array([1.0 + 2**-10, 1.0 + 2**-11 + 2**-12, -3.0, np.nan, np.inf], dtype=np.float32)
+    out = tf32(x)
+    assert out[0] == np.float32(1.0 + 2**-10) and out[1] == 1.0 and out[2] == -3.0
+    assert np.isnan(out[3]) and np.isinf(out[4])
+
+
+# ---------------------------------------------------------------------- numerics in kernels
+def test_fp32_dot_precision_setting_and_report(rt):
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    c = torch.empty(32, 32)
+    with rt.observe() as reports:
+        G.dot_kernel[(1,)](a, b, c, N=32, IEEE=False)
+    tf32_err = float((c.double() - a.double() @ b.double()).abs().max())
+    assert reports[0].dot_precision == "tf32" and tf32_err > 1e-3
+    with rt.observe() as reports:
+        G.dot_kernel[(1,)](a, b, c, N=32, IEEE=True)
+    assert reports[0].dot_precision == "ieee" and float((c.double() - a.double() @ b.double()).abs().max()) < 1e-4
+    rt.configure(dot_precision="ieee")
+    with rt.observe() as reports:
+        G.dot_kernel[(1,)](a, b, c, N=32, IEEE=False)
+    assert reports[0].dot_precision == "ieee" and float((c.double() - a.double() @ b.double()).abs().max()) < 1e-4
+
+
+def test_bad_dot_precision_is_a_usage_error():
+    from gpuemu import runtime
+
+    with pytest.raises(InvalidArgument, match="dot_precision"):
+        runtime.configure(dot_precision="fast")
+
+
+def test_bf16_sum_rounds_partial_sums_like_the_gpu(rt):
+    # 1 + 64 * 2^-9: each partial sum of the tree stays exact in fp32 and is rounded to bf16 as on the GPU;
+    # a single final rounding would give a different value
+    x = torch.full((1, 128), 2.0**-9).bfloat16()
+    x[0, 0] = 1.0
+    y = torch.empty(1, dtype=torch.bfloat16)
+    G.bf16_rowsum_kernel[(1,)](x, y, N=128)
+    assert y.float().item() == pytest.approx(float(torch.tensor(1.0 + 127 * 2.0**-9).bfloat16()), abs=2**-7)
+
+
+def test_heuristics_kernel_runs(rt):
+    x = torch.randn(37)
+    y = torch.empty(37)
+    G.heuristic_kernel[(1,)](x, y, 37)
+    assert torch.allclose(y, x - x.max())
+
+
+def test_correct_autotuned_kernel_reports_chosen_config(rt):
+    x = torch.randn(3, 100)
+    y = torch.empty(3)
+    with rt.observe() as reports:
+        G.autotuned_rowsum_kernel[(3,)](x, y, 100)
+    assert torch.allclose(y, x.sum(-1), atol=1e-5)
+    auto = reports[0].autotune
+    assert auto["configs_run"] == 3 and auto["agree"] and auto["chosen"]["BLOCK"] in (16, 32, 64)
+    assert reports[0].launch_options()["autotune_config"].startswith("BLOCK=")
+
+
+# ---------------------------------------------------------------------- memory
+def test_reading_outside_a_view_but_inside_its_storage_is_out_of_bounds(rt):
+    base = torch.randn(200)
+    x = base[50:100]  # the storage continues on both sides of the view
+    y = torch.empty(64)
+    with pytest.raises(KernelFinding) as e:
+        G.buggy_tail_load_kernel[(1,)](x, y, 50, BLOCK=64)
+    assert e.value.kind == "oob" and "element offset 50" in e.value.message and "valid element offsets 0..49" in e.value.message
+    assert e.value.details["argument"] == "x_ptr" and e.value.details["lane"] == (50,)
+
+
+def test_masked_lanes_are_not_checked(rt):
+    x = torch.randn(65)
+    y = torch.empty(65)
+    G.copy_kernel[(2,)](x, y, 65, BLOCK=64)  # lanes 65..127 of program 1 are masked off
+    assert torch.equal(x, y)
+
+
+def test_strided_views_and_aliases_work(rt):
+    base = torch.randn(40)
+    x = base[::2]  # a step-2 view: extent covers the gaps
+    y = torch.empty(20)
+    G.copy_kernel[(1,)](x.contiguous(), y, 20, BLOCK=32)
+    assert torch.equal(y, x)
+    z = torch.randn(30)
+    G.copy_kernel[(1,)](z, z, 30, BLOCK=32)  # the same tensor twice: one memory, two windows
+
+
+def test_arena_rejects_unknown_and_misaligned_pointers():
+    from gpuemu.runtime.memory import Arena, MemoryError_
+
+    t = torch.zeros(8)
+    arena = Arena()
+    ptr = arena.add(t, "t")
+    with pytest.raises(MemoryError_, match="does not point into any tensor"):
+        arena.translate(np.array([12345], dtype=np.uint64), None, 4, "read")
+    with pytest.raises(MemoryError_, match="misaligned"):
+        arena.translate(np.array([ptr + 2], dtype=np.uint64), None, 4, "read")
+    real = arena.translate(np.array([ptr, ptr + 28], dtype=np.uint64), None, 4, "read")
+    assert int(real[1]) - int(real[0]) == 28 and int(real[0]) == t.data_ptr()
+
+
+# ---------------------------------------------------------------------- findings and errors
+def test_endless_loop_is_a_timeout_finding_not_a_hang(rt):
+    rt.configure(timeout_s=0.5)
+    x = torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(KernelFinding) as e:
+        G.endless_kernel[(1,)](x, 5)
+    assert e.value.kind == "timeout" and "endless_kernel" in e.value.message and "gaps.py:" in e.value.message
+
+
+def test_python_error_inside_a_kernel_names_the_line(rt):
+    from gpuemu.runtime import KernelError
+
+    x = torch.randn(10)
+    y = torch.empty(10)
+    with pytest.raises(KernelError, match=r"copy_kernel at gaps.py:\d+"):
+        G.copy_kernel[(1,)](x, y, 10, BLOCK=12)  # arange needs a power of two
+
+
+def test_oracle_turns_an_oob_finding_into_a_fail_verdict():
+    from gpuemu.cases import generate
+    from gpuemu.oracle import Oracle
+
+    seen = []
+
+    def launcher(x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        seen.append(n)
+        G.buggy_tail_load_kernel[(triton.cdiv(n, 64),)](x.contiguous(), y, n, BLOCK=64)
+        return y
+
+    oracle = Oracle.default()
+    for seed in range(20):
+        ev = oracle.evaluate(launcher, generate("gelu", seed, dtype="fp32"), check_determinism=False)
+        if seen[-1] % 64:
+            break
+    assert seen[-1] % 64, "no case with a partial tail block in 20 seeds"
+    assert ev.verdict.status == "fail" and ev.verdict.kind == "oob"
+    assert "out-of-bounds read of 'x_ptr'" in ev.verdict.message
+    assert "buggy_tail_load_kernel at gaps.py:" in ev.verdict.message
+
+
+# ---------------------------------------------------------------------- activation and the runner
+def test_activate_is_idempotent_and_reversible():
+    from gpuemu import runtime
+    from gpuemu.runners import launches
+
+    assert not runtime.active()
+    runtime.activate()
+    runtime.activate()
+    assert runtime.active() and launches._interceptors.count(runtime._intercept) == 1
+    runtime.deactivate()
+    runtime.deactivate()
+    assert not runtime.active() and runtime._intercept not in launches._interceptors
+
+
+def test_run_launcher_uses_the_runtime_on_cpu_and_reports_it():
+    from gpuemu import runtime
+    from gpuemu.runners import ran_on_runtime, run_launcher
+
+    def launcher(a, b):
+        c = torch.empty(32, 32)
+        G.dot_kernel[(1,)](a, b, c, N=32, IEEE=False)
+        return c
+
+    out = run_launcher(launcher, [torch.randn(32, 32), torch.randn(32, 32)], {})
+    assert out.error is None and ran_on_runtime(out.launches)
+    assert out.launches[0].options["dot_precision"] == "tf32" and not runtime.active()
+    plain = run_launcher(launcher, [torch.randn(32, 32), torch.randn(32, 32)], {}, runtime=False)
+    assert plain.error is None and not ran_on_runtime(plain.launches)
+
+
+def test_fuzz_runs_bf16_cases_on_the_runtime():
+    import gpuemu
+
+    r = gpuemu.fuzz(_softmax_launcher, op="softmax", iterations=6, seed=3, dtypes="bf16", save=False)
+    assert r.ok and r.iterations == 6 and "bf16" not in r.skipped
+
+
+def _softmax_launcher(x):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "kernels"))
+    import softmax
+
+    return softmax.softmax(x)

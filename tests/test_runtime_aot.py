@@ -1,0 +1,38 @@
+"""PTX at the same time: the runtime runs a launch on the CPU and compiles the same specialisation."""
+import pytest
+import torch
+
+from gpuemu.errors import InvalidArgument
+from tests.kernels_runtime import gaps as G
+
+
+@pytest.fixture
+def rt():
+    from gpuemu import runtime
+
+    runtime.activate()
+    try:
+        yield runtime
+    finally:
+        runtime.deactivate()
+
+
+def test_compile_for_sm90_and_sm80_from_the_run_specialisation(rt):
+    x = torch.randn(100)
+    y = torch.empty(100)
+    with rt.compile_for("sm_90") as c90, rt.compile_for("sm_80") as c80, rt.observe() as reports:
+        G.copy_kernel[(2,)](x, y, 100, BLOCK=64)
+    assert torch.equal(x, y)  # it ran on the CPU
+    assert len(c90) == len(c80) == 1 and c90[0].error is None and c80[0].error is None, (c90, c80)
+    assert ".target sm_90" in c90[0].ptx and ".target sm_80" in c80[0].ptx
+    assert c90[0].constexprs["BLOCK"] == reports[0].constexprs["BLOCK"] == 64
+    assert c90[0].signature["x_ptr"] == "*fp32" and "copy_kernel" in c90[0].ptx
+    with rt.compile_for("sm_90") as again:
+        G.copy_kernel[(1,)](x, y, 100, BLOCK=128)
+    assert again[0].constexprs["BLOCK"] == 128 and again[0].ptx != c90[0].ptx
+
+
+def test_bad_target_is_a_usage_error(rt):
+    with pytest.raises(InvalidArgument, match="not a CUDA target"):
+        with rt.compile_for("gfx90a"):
+            pass
