@@ -227,7 +227,9 @@ class Runtime:
             if nbytes > self.settings.max_snapshot_bytes:
                 full["snapshot_omitted"] = (f"{nbytes} bytes of tensors exceed max_snapshot_bytes="
                                             f"{self.settings.max_snapshot_bytes}")
-                tensors = {}
+                import torch
+
+                tensors = {"snapshot_omitted": torch.zeros(0)}  # Store cannot read back a snapshot of nothing
             try:
                 rec_path = str(self.store.save(full, tensors))
                 snap_path = _snapshot_path(rec_path)
