@@ -42,7 +42,7 @@ RULES: dict[str, RuleInfo] = {r.id: r for r in (
     RuleInfo("local-memory", "LocalMemory", "warning", "The kernel uses local memory (stack) without spilling",
              "local memory is off-chip: a stack frame or per-thread array in a hot kernel costs memory "
              "traffic the same way spills do", {"max_bytes": 0}),
-    RuleInfo("register-pressure", "RegisterPressure", "warning", "Registers per thread above the threshold",
+    RuleInfo("register-pressure", "RegisterPressure", "note", "Registers per thread above the threshold",
              "registers per thread bound how many warps an SM keeps resident; past the threshold, latency "
              "hiding drops and the next change spills", {"max_registers": 128}),
     RuleInfo("launch-limits", "LaunchLimits", "error", "The block cannot be resident on this target",
