@@ -33,3 +33,17 @@ calibrate: $(STAMP)
 ablation: $(STAMP)
 	$(PY) -m pip install -q -c constraints-dev.txt -e '.[plot]'
 	TRITON_INTERPRET=1 $(PY) -m gpuemu bench --ablation --iterations 20 --seed 1 --out bench/ablation
+
+# The runtime's tests on triton 3.6 in a second venv (3.6 + numpy >= 2.4 breaks runtime loop bounds: pin it)
+.PHONY: test-triton36 bench-runtime
+VENV36 ?= /tmp/venv36
+test-triton36:
+	test -x $(VENV36)/bin/python || $(PYTHON) -m venv $(VENV36)
+	$(VENV36)/bin/pip install -q torch==2.13.0 triton==3.6.0 'numpy<2.4' mpmath pyyaml safetensors rich wrapt \
+		opentelemetry-api pytest hypothesis
+	PYTHONPATH=$(CURDIR) $(VENV36)/bin/python -m pytest -q tests/test_runtime.py tests/test_runtime_gaps.py \
+		tests/test_runtime_aot.py
+
+# The runtime's cost per program against plain TRITON_INTERPRET on the example corpus (bench/runtime_cost.md)
+bench-runtime: $(STAMP)
+	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md

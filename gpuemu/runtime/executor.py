@@ -70,6 +70,8 @@ class LaunchState:
     dot_precisions: list[str] = field(default_factory=list)
     codes: dict = field(default_factory=dict)  # code object -> function name (kernel and helpers)
     kernel_codes: frozenset = frozenset()
+    rewritten: Any = None
+    libdevice_patched: bool = False
     _spin_fp: Any = None
     _spin_n: int = 0
 
@@ -305,6 +307,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                         deadline=time.monotonic() + settings.timeout_s)
     state.codes = {c: name for c in rw.codes}
     state.kernel_codes = rw.codes
+    state.rewritten = rw
     t0 = time.perf_counter()
     with _lock:
         scope = _Scope()
@@ -436,7 +439,10 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     call = _helper_call(state, scope)
     scope.set(_compat.jit_function_class(), "__call__", call)
     scope.set(_compat.interpreted_function_class(), "__call__", call)
-    _patch_libdevice(scope, lang_scope)
+    state.libdevice_patched = False
+    if _uses_libdevice(state.rewritten, fn.__globals__):
+        _patch_libdevice(scope, lang_scope)
+        state.libdevice_patched = True
     _patch_aliases(scope, fn.__globals__)
     return lang_scope
 
@@ -450,6 +456,9 @@ def _helper_call(state: LaunchState, scope: _Scope):
         for c in rw.codes:
             state.codes.setdefault(c, fn.__name__)
         g = fn.__globals__
+        if not state.libdevice_patched and _uses_libdevice(rw, g):
+            _patch_libdevice(scope, None)
+            state.libdevice_patched = True
         if id(g) not in patched_modules:
             patched_modules.add(id(g))
             _patch_aliases(scope, g)
@@ -471,26 +480,59 @@ def _semantic_wrapper(member: Callable) -> Callable:
     return wrapped
 
 
+_uses_cache: dict[int, bool] = {}
+
+
+def _uses_libdevice(rw, g: dict) -> bool:
+    """Whether the rewritten function names libdevice (a module, a function from one, or ``.extra.``)."""
+    key = id(rw)
+    hit = _uses_cache.get(key)
+    if hit is not None:
+        return hit
+    names = set()
+    for code in rw.codes:
+        names.update(code.co_names)
+    uses = bool(names & {"libdevice", "extra"})
+    if not uses:
+        for n in names:
+            v = g.get(n)
+            mod = getattr(v, "__name__", "") if isinstance(v, type(sys)) else getattr(v, "__module__", "") or ""
+            if "libdevice" in mod or mod.startswith("triton.language.extra"):
+                uses = True
+                break
+    _uses_cache[key] = uses
+    return uses
+
+
 _stub_cache: dict[int, Callable] = {}
+_libdevice_plan: list[tuple[Any, str, Callable]] | None = None
 
 
 def _patch_libdevice(scope: _Scope, lang_scope) -> None:
     """tl.extra.cuda.libdevice builtins through the interpreter's semantic; tl.extra.libdevice stubs routed
-    to them (compiled Triton maps the generic module onto the backend's)."""
-    try:
-        from triton.language.extra import libdevice as generic
-        from triton.language.extra.cuda import libdevice as cuda
-    except Exception:  # pragma: no cover
-        return
-    import triton.language as tl
+    to them (compiled Triton maps the generic module onto the backend's). The wrappers are built once."""
+    global _libdevice_plan
+    if _libdevice_plan is None:
+        plan: list[tuple[Any, str, Callable]] = []
+        try:
+            from triton.language.extra import libdevice as generic
+            from triton.language.extra.cuda import libdevice as cuda
+        except Exception:  # pragma: no cover - a triton without libdevice modules
+            _libdevice_plan = []
+            return
+        import triton.language as tl
 
-    for name in dir(cuda):
-        member = getattr(cuda, name)
-        if tl.core.is_builtin(member):
-            scope.set(cuda, name, _semantic_wrapper(member))
-            if hasattr(generic, name):
-                _stub_cache[id(getattr(generic, name))] = member
-                scope.set(generic, name, getattr(cuda, name))
+        for name in dir(cuda):
+            member = getattr(cuda, name)
+            if tl.core.is_builtin(member):
+                wrapped = _semantic_wrapper(member)
+                plan.append((cuda, name, wrapped))
+                if hasattr(generic, name):
+                    _stub_cache[id(getattr(generic, name))] = member
+                    plan.append((generic, name, wrapped))
+        _libdevice_plan = plan
+    for module, name, wrapped in _libdevice_plan:
+        scope.set(module, name, wrapped)
 
 
 def _patch_aliases(scope: _Scope, g: dict) -> None:
@@ -625,35 +667,41 @@ class _WatchdogTimeout(BaseException):
 
 
 class _Watchdog:
-    """If the program loop never reaches a check (a Python-only infinite loop), raise into its thread."""
+    """If the program loop never reaches a check (a Python-only infinite loop), raise into its thread.
+
+    One daemon thread serves every launch: a launch registers its thread and deadline, the thread polls
+    four times a second."""
+
+    _lock = threading.Lock()
+    _deadlines: dict[int, list] = {}  # thread id -> [deadline, fired]
+    _thread: threading.Thread | None = None
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.thread_id = threading.get_ident()
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
-        self._running = False
-        self._fired = False
+
+    @classmethod
+    def _poll(cls) -> None:
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with cls._lock:
+                for tid, entry in cls._deadlines.items():
+                    if not entry[1] and now > entry[0]:
+                        entry[1] = True
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid),
+                                                                   ctypes.py_object(_WatchdogTimeout))
 
     def start(self) -> None:
-        self._running = True
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
         with self._lock:
-            if self._running:
-                self._fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
-                                                           ctypes.py_object(_WatchdogTimeout))
+            self._deadlines[self.thread_id] = [time.monotonic() + self.seconds, False]
+            if _Watchdog._thread is None:
+                _Watchdog._thread = threading.Thread(target=_Watchdog._poll, name="gpuemu-runtime-watchdog",
+                                                     daemon=True)
+                _Watchdog._thread.start()
 
     def stop(self) -> None:
         with self._lock:
-            if not self._running:
-                return
-            self._running = False
-            if self._timer is not None:
-                self._timer.cancel()
-            if self._fired:  # not delivered yet: take it back
+            entry = self._deadlines.pop(self.thread_id, None)
+            if entry is not None and entry[1]:  # fired but maybe not delivered yet: take it back
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), None)

@@ -121,11 +121,12 @@ _lock = threading.Lock()
 
 def rewrite(kernel: Any, fn: Callable) -> Rewritten:
     """The runtime's version of ``fn`` (cached per function and source text)."""
-    src = source_of(kernel, fn)
+    live = getattr(kernel, "src", None)  # a JITFunction's in-memory source (may be edited): the cache key
     with _lock:
         hit = _cache.get(fn)
-        if hit is not None and hit[0] == src.text:
-            return hit[1]
+    if hit is not None and (not isinstance(live, str) or hit[0] == live):
+        return hit[1]
+    src = source_of(kernel, fn)
     tree = ast.parse(src.text)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
