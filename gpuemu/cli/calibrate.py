@@ -12,7 +12,7 @@ from ._common import err, prepare_device
 def register(sub) -> None:
     p = sub.add_parser("calibrate", help="fit tolerances from correct control kernels",
                        description="Run correct controls over an op's cases, measure their error ratio against "
-                                   "the fp64 reference, fit rtol = p95 over controls x 1.5, write a rule pack.")
+                                   "the fp64 reference, fit rtol = p95 over controls x 2, write a rule pack.")
     p.add_argument("--op", required=True, help="op name, or 'all'")
     p.add_argument("--controls", nargs="+", metavar="TARGET", default=None,
                    help="correct launchers (file.py:func); default: the framework's own op")
@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from .. import ops
-    from ..calibrate import calibrate, framework_control, rulepack_yaml
+    from ..calibrate import HEADROOM, calibrate, framework_control, rulepack_yaml
     from ..errors import InvalidArgument
     from ..target import load
 
@@ -55,7 +55,7 @@ def run(args) -> int:
                 ctrls.insert(0, (f"torch:{op}", framework_control(op)))
         got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
         for f in got:
-            err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x 1.5; "
+            err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x {HEADROOM:g}; "
                 f"per-case p50 {f.p50:.2g}, max {f.max:.2g}; {f.samples} cases)")
         fits += got
     cmd = "gpuemu " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("gpuemu") \
