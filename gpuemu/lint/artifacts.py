@@ -181,7 +181,7 @@ def _ptx_entry(ptx: str, function: str) -> str:
     m = re.search(r"\.entry\s+" + re.escape(function) + r"\b", ptx)
     if not m:
         return ptx
-    nxt = re.search(r"^\s*\.(?:visible\s+)?(?:entry|func)\s", ptx[m.end():], flags=re.MULTILINE)
+    nxt = re.search(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.(?:entry|func)\s", ptx[m.end():], flags=re.MULTILINE)
     return ptx[m.start(): m.end() + nxt.start()] if nxt else ptx[m.start():]
 
 
