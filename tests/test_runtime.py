@@ -235,3 +235,20 @@ def _softmax_launcher(x):
     import softmax
 
     return softmax.softmax(x)
+
+
+def test_bf16_max_and_argmax_compare_values_not_bit_patterns(rt):
+    x = torch.randn(4, 64).bfloat16()  # negative values have larger bit patterns than positive ones
+    m = torch.empty(4, dtype=torch.bfloat16)
+    i = torch.empty(4, dtype=torch.int32)
+    G.bf16_rowmax_kernel[(4,)](x, m, i, N=64)
+    assert torch.equal(m, x.max(-1).values) and torch.equal(i.long(), x.float().argmax(-1))
+
+
+def test_bool_argument_is_an_i1_scalar(rt):
+    x = torch.randn(20)
+    y = torch.empty(20)
+    G.flag_kernel[(1,)](x, y, 20, True, BLOCK=32)
+    assert torch.equal(y, -x)
+    G.flag_kernel[(1,)](x, y, 20, False, BLOCK=32)
+    assert torch.equal(y, x)

@@ -234,7 +234,9 @@ def _convert(value: Any, name: str, arena: Arena) -> Any:
     it = _compat.interp()
     if value is None or isinstance(value, (tl.dtype, tl.constexpr)):
         return value
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, bool):  # an i1 scalar (triton 3.6's interpreter mistypes it as int32 data)
+        return tl.tensor(it.TensorHandle(np.array([value], dtype=np.bool_), tl.int1), tl.int1)
+    if isinstance(value, int):
         return it._implicit_cvt(value)
     if isinstance(value, float):  # compiled Triton passes a float argument as an fp32 scalar
         return tl.tensor(it.TensorHandle(np.array([value], dtype=np.float32), tl.float32), tl.float32)

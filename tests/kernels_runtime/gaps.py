@@ -232,3 +232,22 @@ def endless_kernel(x_ptr, n):
     while i < n:  # never changes: a hang on any device
         i = i * 1
     tl.store(x_ptr, i)
+
+
+# ------------------------------------------------------------------ more runtime checks (not interpreter gaps)
+@triton.jit
+def bf16_rowmax_kernel(x_ptr, m_ptr, i_ptr, N: tl.constexpr):
+    row = tl.program_id(0)
+    x = tl.load(x_ptr + row * N + tl.arange(0, N))  # bf16, no upcast
+    tl.store(m_ptr + row, tl.max(x, axis=0))
+    tl.store(i_ptr + row, tl.argmax(x, axis=0))
+
+
+@triton.jit
+def flag_kernel(x_ptr, y_ptr, n, negate, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if negate:  # a bool argument: an i1 scalar
+        x = -x
+    tl.store(y_ptr + offs, x, mask=m)
