@@ -47,3 +47,8 @@ test-triton36:
 # The runtime's cost per program against plain TRITON_INTERPRET on the example corpus (bench/runtime_cost.md)
 bench-runtime: $(STAMP)
 	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md
+
+# The hook's cost: unsampled intercepted launch vs bare (ratio), sampled check per op and size (bench/hook_overhead.md)
+.PHONY: bench-hook
+bench-hook: $(STAMP)
+	$(PY) bench/hook_overhead.py --out bench/hook_overhead.md
