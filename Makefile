@@ -48,6 +48,11 @@ test-triton36:
 bench-runtime: $(STAMP)
 	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md
 
+# gpuemu lint on the example corpus for sm_80/86/89/90, cold and warm cache (issue 4: < 60 s cold, < 5 s warm)
+.PHONY: bench-lint
+bench-lint: $(STAMP)
+	$(PY) bench/lint_bench.py
+
 # The hook's cost: unsampled intercepted launch vs bare (ratio), sampled check per op and size (bench/hook_overhead.md)
 .PHONY: bench-hook
 bench-hook: $(STAMP)

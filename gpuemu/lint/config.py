@@ -56,6 +56,7 @@ class LintConfig:
     kernels: dict[tuple[str, str], dict] = field(default_factory=dict)
     cuda: dict = field(default_factory=dict)
     layers: tuple[str, ...] = ()
+    store: Path | None = None  # the resolved failure store (the default lint cache lives under it)
 
 
 def _fail(path: str, key: str, why: str) -> RulePackError:
@@ -208,4 +209,4 @@ def load(*, rulepacks: tuple[str, ...] | list[str] = (), env: Mapping[str, str] 
     return LintConfig(targets=tuple(merged.get("targets") or DEFAULT_TARGETS),
                       hot_kernels=tuple(merged.get("hot_kernels") or ("*",)),
                       fail_on=merged.get("fail_on", "warning"), rules=rules, examples=merged["examples"],
-                      kernels=merged["kernels"], cuda=merged["cuda"], layers=settings.layers)
+                      kernels=merged["kernels"], cuda=merged["cuda"], layers=settings.layers, store=settings.store)

@@ -257,7 +257,9 @@ def lint(sources: Sequence[str], *, target: str | Sequence[str] | None = None, o
     unique: dict[str, Job] = {}
     for j in jobs:
         unique.setdefault(j.key, j)
-    cache = ArtifactCache((cache_dir or default_cache_dir(cwd=root)) if use_cache else None)
+    if cache_dir is None and use_cache:
+        cache_dir = (config.store / "lint-cache") if config.store is not None else default_cache_dir(cwd=root)
+    cache = ArtifactCache(cache_dir if use_cache else None)
     t_keys = time.perf_counter()
     n_workers = workers if workers is not None else max(1, min(8, os.cpu_count() or 1))
     uniq_jobs = list(unique.values())

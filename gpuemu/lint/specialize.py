@@ -61,6 +61,9 @@ def _plain(v: Any) -> Any:
     return repr(v)
 
 
+_BINDERS: dict[tuple[int, int], tuple[Any, Any, Any]] = {}  # (id(fn), capability) -> (fn, backend, binder)
+
+
 def triton_target(target: Target):
     from triton.backends.compiler import GPUTarget
 
@@ -83,8 +86,12 @@ def specialize(fn: Any, args: tuple, kwargs: dict, target: Target) -> Specializa
 
         raise ToolError(f"gpuemu lint needs Triton >= 3.4 (JITFunction._pack_args); found triton "
                         f"{triton.__version__}: upgrade triton")
-    backend = make_backend(triton_target(target))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    cached = _BINDERS.get((id(fn), target.capability))
+    if cached is None or cached[0] is not fn:
+        backend = make_backend(triton_target(target))
+        cached = (fn, backend, create_function_from_signature(fn.signature, fn.params, backend))
+        _BINDERS[(id(fn), target.capability)] = cached
+    _, backend, binder = cached
     kw = dict(kwargs)
     kw["debug"] = kw.get("debug", getattr(fn, "debug", None)) or False
     try:
