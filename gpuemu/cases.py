@@ -26,7 +26,7 @@ _DTYPE_ALIASES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp
 _FMAX = {"fp32": 3.4028234663852886e38, "fp16": 65504.0, "bf16": 3.3895313892515355e38}
 _TINY = {"fp32": 1.1754943508222875e-38, "fp16": 6.103515625e-05, "bf16": 1.1754943508222875e-38}
 
-REGULAR_VALUES = ("normal", "uniform")
+REGULAR_VALUES = ("normal", "uniform", "positive")
 BOUNDARY_VALUES = ("zeros", "ties", "tiny", "near_max")
 ADVERSARIAL_VALUES = ("large_spread", "cancellation", "spike")
 DISTRIBUTIONS = REGULAR_VALUES + BOUNDARY_VALUES + ADVERSARIAL_VALUES
@@ -134,7 +134,9 @@ def magnitude_limit(spec: ops.OpSpec, dtype: str, dims: Mapping[str, int]) -> fl
     Inputs beyond it overflow in any correct implementation, so they tell nothing about the kernel.
     """
     out_max = _FMAX[dtype]
-    reduced = max([dims[d] for d in spec.dims_of_role("reduced", "contracted")] or [1])
+    # the longest sum in the op; attention also sums over its head dim (q.k)
+    roles = ("reduced", "contracted", "head") if spec.magnitude == "dot" else ("reduced", "contracted")
+    reduced = max([dims[d] for d in spec.dims_of_role(*roles)] or [1])
     if spec.magnitude == "sum":
         return out_max / (4 * reduced)
     if spec.magnitude == "product":
@@ -153,6 +155,8 @@ def value_params(dist: str, spec: ops.OpSpec, dtype: str, dims: Mapping[str, int
         return {"scale": 1.0}
     if dist == "uniform":
         return {"low": -1.0, "high": 1.0}
+    if dist == "positive":  # post-ReLU activations, probabilities: one sign, so sums never cancel
+        return {"low": 0.0, "high": 1.0}
     if dist == "zeros":
         return {}
     if dist == "ties":
@@ -165,7 +169,8 @@ def value_params(dist: str, spec: ops.OpSpec, dtype: str, dims: Mapping[str, int
         return {"scale": min(300.0, lim / 4)}
     if dist == "cancellation":
         mean, std = {"fp32": (1.0e4, 1.0), "fp16": (512.0, 8.0), "bf16": (512.0, 32.0)}[dtype]
-        return {"mean": min(mean, lim / 2), "std": std}
+        mean = min(mean, lim / 2)
+        return {"mean": mean, "std": min(std, mean / 16)}  # mean >> std: every value has the mean's sign
     if dist == "spike":
         return {"scale": 1.0, "spike": min(60.0, lim / 2)}
     raise InvalidArgument(f"value distribution {dist!r} is not known; use one of {', '.join(DISTRIBUTIONS)}")
@@ -179,7 +184,7 @@ def _float_values(dist: str, params: Mapping[str, float], shape: tuple[int, ...]
     block = rng.next_u64()
     if dist in ("normal", "large_spread", "tiny"):
         v = normal(block, n) * params["scale"]
-    elif dist == "uniform":
+    elif dist in ("uniform", "positive"):
         v = params["low"] + uniform01(block, n) * (params["high"] - params["low"])
     elif dist == "zeros":
         v = np.zeros(n)
@@ -362,7 +367,7 @@ def _pick_batch(rng: Rng, kind: str) -> tuple[int, ...]:
 STRATEGIES = ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided", "boundary_values",
               "adversarial_values", "default")
 _SHAPE_WEIGHTS = {"regular": 2, "random": 2, "boundary": 3, "tile_edge": 3, "adversarial": 1}
-_VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "zeros": 1, "ties": 1, "tiny": 1, "near_max": 1,
+_VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "positive": 2, "zeros": 1, "ties": 1, "tiny": 1, "near_max": 1,
                   "large_spread": 3, "cancellation": 2, "spike": 2}
 
 

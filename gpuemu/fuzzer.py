@@ -277,6 +277,8 @@ def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Laun
                 "zeros": ("tie-breaking suspected: fails when every value is equal (first index on ties?)"
                           if spec.name == "argmax" else "fails only for all-zero inputs (division by zero?)"),
                 "uniform": "fails only for uniform values",
+                "positive": "accumulation suspected: fails only when all values share a sign (sums grow, "
+                            "low-precision running totals lose bits)",
             }.get(case.values, f"fails only for {case.values} values"))
     if case.kwargs.get("causal") and passes(case.replace(kwargs=dict(case.kwargs, causal=False))):
         hints.append("causal mask suspected: fails only with causal=True"

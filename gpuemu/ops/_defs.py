@@ -364,9 +364,10 @@ def _attention_ref(q, k, v, causal=False):
 def _attention_scale(inputs, kwargs, ref):
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     p = _attention_probs(q, k, kwargs.get("causal", False))
-    sabs = (q.abs() @ k.abs().transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    # a score known to eps*sabs perturbs its weight relatively by that much, and the row's normaliser
-    # by the weighted mean of those perturbations
+    # a score q.k/sqrt(D) is known to about sqrt(D) * eps * (|q|.|k|)/sqrt(D) = eps * |q|.|k| (rounding
+    # errors of a D-term dot product grow like sqrt(D)); it perturbs its weight relatively by that much,
+    # and the row's normaliser by the weighted mean of those perturbations
+    sabs = q.abs() @ k.abs().transpose(-1, -2)
     pv = p @ v.abs()
     return (p * (1 + sabs)) @ v.abs() + pv * (p * sabs).sum(-1, keepdim=True)
 
@@ -395,7 +396,7 @@ _add(OpSpec(
     args=(A("q", ("B", "H", "Nq", "D")), A("k", ("B", "H", "Nk", "D")), A("v", ("B", "H", "Nk", "D"))),
     dims={"B": "batch", "H": "batch", "Nq": "tiled", "Nk": "reduced", "D": "head"},
     kwargs={"causal": False}, reference=_attention_ref, error_scale=_attention_scale,
-    scale_doc="(P*(1+S)) @ |V| + (P @ |V|) * rowsum(P*S), S = |q| @ |k|^T / sqrt(D)",
+    scale_doc="(P*(1+S)) @ |V| + (P @ |V|) * rowsum(P*S), S = |q| @ |k|^T",
     mp_element=_mp_attention, magnitude="dot", constraints=_attention_constraints,
     dim_limits={"B": (1, 2), "H": (1, 2), "Nq": (1, 160), "Nk": (1, 200), "D": (1, 128)},
 ))
