@@ -197,3 +197,13 @@ def test_corpus_sources_list_every_manifest_launcher():
     from gpuemu import corpus
 
     assert len(engine.corpus_sources()) == len(corpus.load_manifest())
+
+
+def test_a_kernel_that_does_not_compile_for_one_target_is_a_finding_there(cache):
+    result = lint([f"{KERNELS}:fp8_example"], target="sm_80,sm_90", cache_dir=cache, root=HERE)
+    (f,) = result.findings
+    assert (f.rule, f.level, f.target) == ("compile-error", "error", "sm_80")
+    assert "fp8e4nv not supported in this architecture" in f.why
+    assert {r.target.name: r.metrics is not None for r in result.reports} == {"sm_80": False, "sm_90": True}
+    again = lint([f"{KERNELS}:fp8_example"], target="sm_80,sm_90", cache_dir=cache, root=HERE)
+    assert again.timings["cache_hits"] == 2 and [f.why for f in again.findings] == [f.why]

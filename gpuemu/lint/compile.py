@@ -226,9 +226,18 @@ def _run_one(job: Job, cache: ArtifactCache, triton_cache: str) -> dict:
     except tools.ToolError as e:
         return {"kernels": [], "error": str(e), "seconds": time.perf_counter() - t0}
     except Exception as e:  # a kernel that does not compile for this target is a finding, not a crash
-        first = str(e).strip().splitlines()
-        return {"kernels": [], "error": f"{type(e).__name__}: {first[0] if first else ''}"[:400],
-                "seconds": time.perf_counter() - t0}
+        error = _error_line(e)[:400]
+        cache.put(job.key, {"kernels": [], "error": error})  # the same source fails the same way: keep it
+        return {"kernels": [], "error": error, "seconds": time.perf_counter() - t0}
+
+
+def _error_line(e: BaseException) -> str:
+    """One line naming the compile error: Triton's CompilationError puts the source excerpt first and the
+    reason last ("at 1:0: / def k(...) / ^ / ValueError(...)"), so the last non-empty line is the one to keep."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip() and ln.strip() != "^"]
+    where = lines[0] if lines and lines[0].startswith("at ") else ""
+    reason = lines[-1] if lines else ""
+    return f"{type(e).__name__}{' ' + where.rstrip(':') if where and where != reason else ''}: {reason}"
 
 
 _POOL: list[Job] = []
@@ -268,7 +277,7 @@ def run_jobs(jobs: list[Job], cache: ArtifactCache, *, workers: int = 1,
         if hit is not None and job.sass and any(k.get("sass") is None for k in hit.get("kernels", [])):
             hit = _add_sass(job, cache, hit)
         if hit is not None:
-            results[i] = {"kernels": hit["kernels"], "error": None, "seconds": 0.0, "cache_hit": True}
+            results[i] = {"kernels": hit["kernels"], "error": hit.get("error"), "seconds": 0.0, "cache_hit": True}
         else:
             todo.append(i)
     done = len(jobs) - len(todo)

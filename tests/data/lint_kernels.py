@@ -83,3 +83,17 @@ def tuned_copy_example():
     y = torch.empty_like(x)
     _tuned_copy_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
     return y
+
+
+@triton.jit
+def _fp8_upcast_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+
+def fp8_example():
+    """fp8 e4m3 has no conversion instructions before sm_89: Triton refuses to compile it for sm_80."""
+    x = torch.zeros(128, dtype=torch.float8_e4m3fn)
+    y = torch.empty(128, dtype=torch.float32)
+    _fp8_upcast_kernel[(1,)](x, y, BLOCK=128)
+    return y
