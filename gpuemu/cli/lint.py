@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -88,8 +89,9 @@ def run(args) -> int:
     if args.sarif:
         from .. import __version__
 
-        write_json(args.sarif, sarif.build(result.findings, version=__version__,
-                                           command_line="gpuemu lint " + " ".join(sys.argv[2:])))
+        cmd = " ".join(["gpuemu lint", *map(shlex.quote, args.sources), *(["--corpus"] if args.corpus else []),
+                        *([f"--target {args.target}"] if args.target else [])])
+        write_json(args.sarif, sarif.build(result.findings, version=__version__, command_line=cmd))
         err(f"SARIF written to {args.sarif}")
     if args.update_baseline:
         doc = engine.write_baseline(result, args.baseline)
