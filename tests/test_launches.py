@@ -58,3 +58,21 @@ def test_interceptors_chain_and_can_be_removed():
     assert calls == [("outer", 16), ("inner", "_double")]
     _launch(torch.ones(2))
     assert len(calls) == 2
+
+
+def test_interceptor_gate_skips_unwanted_launches():
+    calls = []
+
+    def gated(kernel, args, kwargs, grid, warmup, call_next):
+        calls.append(kernel.fn.__name__)
+        return call_next(args, kwargs, grid)
+
+    gated.wants = lambda kernel: len(calls) == 0  # only the first launch
+    add_interceptor(gated)
+    try:
+        x = torch.arange(4, dtype=torch.float32)
+        for _ in range(3):
+            assert torch.equal(_launch(x), 2 * x)
+    finally:
+        remove_interceptor(gated)
+    assert calls == ["_double"]

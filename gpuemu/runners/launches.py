@@ -77,6 +77,7 @@ def _plain(v: Any) -> bool:
 
 
 _interceptors: list = []  # process-wide, in order of installation; see add_interceptor
+_observing = 0  # observe_launches blocks open on any thread: only then is a launch described
 
 
 def add_interceptor(fn) -> None:
@@ -87,6 +88,9 @@ def add_interceptor(fn) -> None:
     interceptor may run the launch elsewhere (a CPU runtime), around it (a shadow check) or not at all;
     it must return what ``run`` returns. Interceptors chain in installation order; adding one twice is a
     no-op, so every tool can add its own without clobbering another's.
+
+    An interceptor may carry a ``wants(kernel) -> bool`` attribute: when it answers False the launch
+    skips it without building the chain, so an unsampled launch costs one cheap call per interceptor.
     """
     install()
     if fn not in _interceptors:
@@ -98,17 +102,33 @@ def remove_interceptor(fn) -> None:
         _interceptors.remove(fn)
 
 
-def _chain(original, self, index: int):
+def _next_wanting(kernel, start: int) -> int:
+    for j in range(start, len(_interceptors)):
+        wants = getattr(_interceptors[j], "wants", None)
+        if wants is None or wants(kernel):
+            return j
+    return -1
+
+
+def _chain(original, kernel, index: int):
     def call_next(args, kwargs, grid, warmup=False):
-        if index < len(_interceptors):
-            return _interceptors[index](self, args, kwargs, grid, warmup, _chain(original, self, index + 1))
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        j = _next_wanting(kernel, index)
+        if j < 0:
+            return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+        return _interceptors[j](kernel, args, kwargs, grid, warmup, _chain(original, kernel, j + 1))
 
     return call_next
 
 
 def _wrap(original):
     def run(self, *args, grid, warmup, **kwargs):
+        if not _observing:  # the production path: no description, no bookkeeping
+            if not _interceptors:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            j = _next_wanting(self, 0)
+            if j < 0:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return _interceptors[j](self, args, kwargs, grid, warmup, _chain(original, self, j + 1))
         observers = getattr(_state, "observers", None)
         if observers and not warmup:
             launch = _describe(self, args, grid, kwargs)
@@ -116,9 +136,7 @@ def _wrap(original):
                 obs.append(launch)
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
-            if _interceptors:  # the unsampled, un-intercepted path pays this one check
-                return _chain(original, self, 0)(args, kwargs, grid, warmup)
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return _chain(original, self, 0)(args, kwargs, grid, warmup)
         finally:
             _state.depth -= 1
 
@@ -160,11 +178,14 @@ def observe_launches() -> Iterator[list[Launch]]:
     >>> seen
     []
     """
+    global _observing
     install()
     seen: list[Launch] = []
     obs = _observers()
     obs.append(seen)
+    _observing += 1
     try:
         yield seen
     finally:
+        _observing -= 1
         obs.remove(seen)
