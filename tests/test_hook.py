@@ -278,6 +278,18 @@ def test_unsampled_calls_take_the_fast_path_and_new_shapes_are_checked(hooked):
     assert rt.stats.checks == 2
 
 
+def test_the_gate_answers_unsampled_launches_without_the_chain(hooked):
+    rt = hooked(sample_rate=0.0)
+    shadow = hook._triton_shadow
+    x, w = _x()
+    assert shadow.wants(_rms_ok, (x,)) is True  # never seen: the interceptor must see it
+    rms(_rms_ok, x, w)
+    assert shadow.wants(_rms_ok, (x, w)) is False  # same key, countdown running: skip
+    assert shadow.wants(_rms_ok, (torch.zeros(3, 100), w)) is True  # a new shape bucket must be checked
+    assert shadow.wants(_rms_ok) is True  # without the arguments it cannot tell
+    assert rt.stats.checks == 1
+
+
 def test_shadow_mode_survives_a_check_that_raises(hooked, monkeypatch, caplog):
     rt = hooked()
     import gpuemu.hook.triton as ht

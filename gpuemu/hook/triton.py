@@ -145,6 +145,28 @@ class TritonShadow:
                     pass
         return self._slow(kernel, args, kwargs, grid, warmup, call_next)
 
+    def wants(self, kernel, args=None) -> bool:
+        """The launch wrapper's gate: False when this launch is certainly not sampled (the fast path above,
+        answered before any chain is built). Without ``args`` only kernels with no tensor signature can be
+        answered; the others return True and take :meth:`__call__`'s own fast path."""
+        site = self.sites.get(id(kernel))
+        if site is None or site.countdown <= 1:
+            return True
+        i = site.sig
+        if i is None:
+            site.countdown -= 1
+            return False
+        if args is None:
+            return True
+        try:
+            t = args[i]
+            if t.shape == site.shape and t.dtype == site.dtype:
+                site.countdown -= 1
+                return False
+        except (IndexError, AttributeError):
+            pass
+        return True
+
     # ------------------------------------------------------------------ slow path
 
     def _site(self, kernel, args):
