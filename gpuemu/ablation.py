@@ -82,7 +82,7 @@ def strategy_ablation(subs: list[Subject], *, iterations: int, seed: int, on_row
 def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_row=None) -> dict:
     from . import config, ops
     from .oracle import Oracle
-    from .runners import interpreting, run_launcher
+    from .runners import bf16_unfaithful, run_launcher
 
     oracle = Oracle(config.resolve().tolerance_table())
     rows = []
@@ -98,8 +98,8 @@ def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_ro
             case = generate(s.op, derive_seed(seed, i), dtype=dt)
             inputs, kwargs = materialize(case)
             run = run_launcher(s.fn, [inputs[a.name] for a in spec.args], kwargs)
-            if dt == "bf16" and interpreting() and run.launches:
-                skip_bf16 = True  # the interpreter cannot run bf16 Triton kernels faithfully
+            if bf16_unfaithful(dt, run.launches):
+                skip_bf16 = True  # the plain interpreter cannot run bf16 Triton kernels faithfully
                 continue
             if run.error is not None:
                 for k in failed:

@@ -107,7 +107,7 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
     >>> fits[0].rtol
     0.0
     """
-    from .runners import interpreting, run_launcher
+    from .runners import bf16_unfaithful, run_launcher
 
     spec = ops.get(op)
     ctrl = list(controls) if controls is not None else [(f"torch:{op}", framework_control(op))]
@@ -124,8 +124,8 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
                 case = generate(op, derive_seed(seed, i), dtype=dt)
                 inputs, kwargs = materialize(case)
                 run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs)
-                if dt == "bf16" and interpreting() and run.launches:
-                    break  # Triton's interpreter cannot run bf16 kernels faithfully: no evidence either way
+                if bf16_unfaithful(dt, run.launches):
+                    break  # the plain interpreter cannot run bf16 kernels faithfully: no evidence either way
                 if run.error is not None or run.output is None:
                     continue  # a control that raises on a case gives no error ratio for it
                 mine.append(error_ratio(spec, dt, inputs, kwargs, run.output))

@@ -18,7 +18,7 @@ from .cases import Blocks, Case, canonical_dtype, dim_limits, generate, material
 from .errors import InvalidArgument, StoreError
 from .oracle import ERROR, FAIL, PASS, Evaluation, Oracle, Verdict
 from .rng import MASK64, derive_seed
-from .runners import Launch, default_device, interpreting
+from .runners import Launch, bf16_unfaithful, default_device, interpreting
 from .store import Store, seed_hex
 
 BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
@@ -392,8 +392,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         ev = run(case)
         _learn(blocks, spec, ev.launches)
         # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
-        if dtype == "bf16" and interpreting() and ev.launches and not all(
-                lch.options.get("runtime") == "gpuemu" for lch in ev.launches):
+        if bf16_unfaithful(dtype, ev.launches):
             result.skipped["bf16"] = BF16_INTERPRETER_REASON
             active.remove("bf16")
             continue

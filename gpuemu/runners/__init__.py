@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .launches import Launch, observe_launches
 from .poison import poison_allocations
 
-__all__ = ["Launch", "RunOutcome", "default_device", "interpreting", "observe_launches", "ran_on_runtime",
+__all__ = ["Launch", "RunOutcome", "bf16_unfaithful", "default_device", "interpreting", "observe_launches", "ran_on_runtime",
            "run_launcher"]
 
 
@@ -127,3 +127,9 @@ def _merge(launches: list[Launch], reports: list) -> list[Launch]:
 def ran_on_runtime(launches: list[Launch]) -> bool:
     """True when gpuemu's runtime ran these launches (bf16 and the rest as on a GPU)."""
     return bool(launches) and all(lch.options.get("runtime") == "gpuemu" for lch in launches)
+
+
+def bf16_unfaithful(dtype: str, launches: list[Launch]) -> bool:
+    """True for a bf16 call whose Triton launches ran on the plain interpreter, which mishandles bf16
+    (truncating casts, no bf16 arithmetic): such a run is evidence of nothing, so callers skip it."""
+    return dtype == "bf16" and interpreting() and bool(launches) and not ran_on_runtime(launches)
