@@ -207,3 +207,24 @@ def test_a_kernel_that_does_not_compile_for_one_target_is_a_finding_there(cache)
     assert {r.target.name: r.metrics is not None for r in result.reports} == {"sm_80": False, "sm_90": True}
     again = lint([f"{KERNELS}:fp8_example"], target="sm_80,sm_90", cache_dir=cache, root=HERE)
     assert again.timings["cache_hits"] == 2 and [f.why for f in again.findings] == [f.why]
+
+
+def test_compiles_in_a_process_that_imported_triton_under_the_interpreter(tmp_path):
+    """TRITON_INTERPRET=1 at `import triton` makes tl.sum's combine function an InterpretedFunction; the lint
+    must still compile kernels that reduce (and leave the interpreter's objects in place afterwards)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.environ['TRITON_INTERPRET'] = '1'\n"
+        "import triton, triton.language.standard as std\n"
+        "from triton.runtime.interpreter import InterpretedFunction\n"
+        "assert isinstance(std._sum_combine, InterpretedFunction)\n"
+        "from gpuemu.lint import lint\n"
+        f"r = lint([{KERNELS!r} + ':fp64_example'], target='sm_90', use_cache=False, workers=1)\n"
+        "print([f.rule for f in r.findings])\n"
+        "assert isinstance(std._sum_combine, InterpretedFunction)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": os.path.dirname(HERE)}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['fp64-in-low-precision']"

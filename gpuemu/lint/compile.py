@@ -102,15 +102,62 @@ def tools_hash(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _triton_compile_scope(cache_dir: str):
-    """Triton writes into ``cache_dir`` (so nothing is a stale hit) and prints the ptxas log."""
+def _triton_compile_scope(cache_dir: str, kernel_globals: dict):
+    """Triton writes into ``cache_dir`` (so nothing is a stale hit) and prints the ptxas log; and the
+    compile sees JITFunctions only (see :func:`_jit_helpers`)."""
     from triton import knobs
 
-    with knobs.cache.scope(), knobs.nvidia.scope():
+    with knobs.cache.scope(), knobs.nvidia.scope(), knobs.runtime.scope(), _jit_helpers(kernel_globals):
         knobs.cache.dir = cache_dir
+        knobs.runtime.interpret = False
         if any("dump_ptxas_log" in vars(c) for c in type(knobs.nvidia).__mro__):
             knobs.nvidia.dump_ptxas_log = True
         yield
+
+
+_JIT_OF: dict = {}  # python function -> the JITFunction standing in for its InterpretedFunction
+
+
+@contextlib.contextmanager
+def _jit_helpers(kernel_globals: dict):
+    """In a process where triton was first imported with TRITON_INTERPRET=1 (pytest, or a fuzz run before the
+    lint), Triton's own ``@jit`` helpers (``tl.sum``'s combine function, ...) are InterpretedFunctions, which
+    ``triton.compile`` cannot call on IR values. For the compile, every InterpretedFunction in
+    ``triton.language.*`` and in the kernel's globals is swapped for a JITFunction of the same Python function,
+    and put back afterwards (the interpreter in the same process keeps working)."""
+    import sys
+
+    from triton.runtime.jit import JITFunction
+
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - a triton without the interpreter
+        yield
+        return
+    undo: list[tuple[dict, str, object]] = []
+    seen: set[int] = set()
+
+    def convert(ns: dict) -> None:
+        if id(ns) in seen:
+            return
+        seen.add(id(ns))
+        for key, value in list(ns.items()):
+            if isinstance(value, InterpretedFunction):
+                if value.fn not in _JIT_OF:
+                    _JIT_OF[value.fn] = JITFunction(value.fn)
+                undo.append((ns, key, value))
+                ns[key] = _JIT_OF[value.fn]
+                convert(value.fn.__globals__)
+
+    try:
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("triton.language") and mod is not None:
+                convert(vars(mod))
+        convert(kernel_globals)
+        yield
+    finally:
+        for ns, key, value in reversed(undo):
+            ns[key] = value
 
 
 def _compile_triton(job: Job, cache: ArtifactCache, triton_cache: str) -> list[dict]:
@@ -121,7 +168,7 @@ def _compile_triton(job: Job, cache: ArtifactCache, triton_cache: str) -> list[d
     assert spec is not None and specimen is not None
     src = ASTSource(specimen.fn, spec.signature, spec.constexprs, spec.attrs)
     log = io.StringIO()
-    with _triton_compile_scope(triton_cache), contextlib.redirect_stdout(log):
+    with _triton_compile_scope(triton_cache, specimen.fn.fn.__globals__), contextlib.redirect_stdout(log):
         compiled = triton.compile(src, target=triton_target(job.target), options=spec.options)
     asm = compiled.asm
     md = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(compiled.metadata)
