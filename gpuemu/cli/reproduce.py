@@ -32,6 +32,17 @@ def run(args) -> int:
     if not args.seed:
         raise InvalidArgument("reproduce needs a SEED (as printed after 'replay:'), or --list")
     device = prepare_device(args.device)
+    st = Store(config.resolve(store=args.store).store)
+    found = st.find(args.seed, args.target)
+    if isinstance(found.record.get("hook"), dict):  # a divergence the hook stored in training or canary traffic
+        from ..hook import replay_record
+
+        record, tensors = st.fetch(args.seed, args.target)
+        hr = replay_record(record, tensors, device=None if args.device == "auto" else device)
+        err(hr.report())
+        if args.json:
+            write_json(args.json, {"record": record, "verdict": hr.verdict.to_dict(), "same": hr.same})
+        return 0 if hr.verdict.status == "pass" else 1
     from ..fuzzer import reproduce
 
     rp = reproduce(args.seed, store=args.store, target=args.target, device=device)
