@@ -282,11 +282,12 @@ def test_the_gate_answers_unsampled_launches_without_the_chain(hooked):
     rt = hooked(sample_rate=0.0)
     shadow = hook._triton_shadow
     x, w = _x()
-    assert shadow.wants(_rms_ok, (x,)) is True  # never seen: the interceptor must see it
+    assert shadow.gate(_rms_ok, (x,)) is True  # never seen: the interceptor must see it
     rms(_rms_ok, x, w)
-    assert shadow.wants(_rms_ok, (x, w)) is False  # same key, countdown running: skip
-    assert shadow.wants(_rms_ok, (torch.zeros(3, 100), w)) is True  # a new shape bucket must be checked
-    assert shadow.wants(_rms_ok) is True  # without the arguments it cannot tell
+    assert shadow.gate(_rms_ok, (x, w)) is False  # same key, countdown running: skip
+    assert shadow.gate(_rms_ok, (torch.zeros(3, 100), w)) is True  # a new shape bucket must be checked
+    assert shadow.gate(_rms_ok) is True  # without the arguments it cannot tell
+    assert not hasattr(shadow, "wants")  # so launches.py's wants(kernel) gate is not offered (see gate's doc)
     assert rt.stats.checks == 1
 
 

@@ -145,10 +145,11 @@ class TritonShadow:
                     pass
         return self._slow(kernel, args, kwargs, grid, warmup, call_next)
 
-    def wants(self, kernel, args=None) -> bool:
-        """The launch wrapper's gate: False when this launch is certainly not sampled (the fast path above,
-        answered before any chain is built). Without ``args`` only kernels with no tensor signature can be
-        answered; the others return True and take :meth:`__call__`'s own fast path."""
+    def gate(self, kernel, args=None) -> bool:
+        """False when this launch is certainly not sampled: the fast path above, answerable by the launch
+        wrapper before it builds the interceptor chain. Not exposed as ``wants`` yet: the wrapper calls
+        ``wants(kernel)`` without the arguments, and without them only kernels with no tensor signature can
+        be answered (a gate that says True for the rest would only add a call to every launch)."""
         site = self.sites.get(id(kernel))
         if site is None or site.countdown <= 1:
             return True
