@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "fuzz", "reproduce", "ops", "Oracle", "Verdict", "Case", "FuzzResult", "Failure",
+__all__ = ["__version__", "fuzz", "reproduce", "ops", "shadow", "Oracle", "Verdict", "Case", "FuzzResult", "Failure",
            "GpuemuError"]
 
 
@@ -30,6 +30,10 @@ def __getattr__(name: str):
         from .cases import Case
 
         return Case
+    if name == "shadow":  # importing the hook installs it from the environment, as `import gpuemu.hook` does
+        from .hook.decorator import shadow
+
+        return shadow
     if name == "GpuemuError":
         from .errors import GpuemuError
 

@@ -19,7 +19,8 @@ SCHEMA_VERSION = 1
 _DTYPES = ("fp32", "fp16", "bf16")
 _TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance"}
 _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool}
-_HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str}
+_HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str, "max_snapshot_mb": float,
+              "max_store_mb": float}
 
 
 def builtin_dir() -> Path:

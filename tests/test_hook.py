@@ -287,7 +287,9 @@ def test_the_gate_answers_unsampled_launches_without_the_chain(hooked):
     assert shadow.gate(_rms_ok, (x, w)) is False  # same key, countdown running: skip
     assert shadow.gate(_rms_ok, (torch.zeros(3, 100), w)) is True  # a new shape bucket must be checked
     assert shadow.gate(_rms_ok) is True  # without the arguments it cannot tell
-    assert not hasattr(shadow, "wants")  # so launches.py's wants(kernel) gate is not offered (see gate's doc)
+    assert shadow.wants == shadow.gate  # launches.py asks wants(kernel, args) before building the chain
+    for _ in range(3):
+        rms(_rms_ok, x, w)  # unsampled: skipped by the gate, the result is still the kernel's
     assert rt.stats.checks == 1
 
 

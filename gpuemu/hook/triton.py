@@ -146,10 +146,8 @@ class TritonShadow:
         return self._slow(kernel, args, kwargs, grid, warmup, call_next)
 
     def gate(self, kernel, args=None) -> bool:
-        """False when this launch is certainly not sampled: the fast path above, answerable by the launch
-        wrapper before it builds the interceptor chain. Not exposed as ``wants`` yet: the wrapper calls
-        ``wants(kernel)`` without the arguments, and without them only kernels with no tensor signature can
-        be answered (a gate that says True for the rest would only add a call to every launch)."""
+        """False when this launch is certainly not sampled: the fast path above, answered by the launch
+        wrapper (as ``wants(kernel, args)``) before it builds the interceptor chain."""
         site = self.sites.get(id(kernel))
         if site is None or site.countdown <= 1:
             return True
@@ -167,6 +165,8 @@ class TritonShadow:
         except (IndexError, AttributeError):
             pass
         return True
+
+    wants = gate  # the launch wrapper's skip-path protocol (gpuemu.runners.launches)
 
     # ------------------------------------------------------------------ slow path
 

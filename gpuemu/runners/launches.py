@@ -89,8 +89,8 @@ def add_interceptor(fn) -> None:
     it must return what ``run`` returns. Interceptors chain in installation order; adding one twice is a
     no-op, so every tool can add its own without clobbering another's.
 
-    An interceptor may carry a ``wants(kernel) -> bool`` attribute: when it answers False the launch
-    skips it without building the chain, so an unsampled launch costs one cheap call per interceptor.
+    An interceptor may carry a ``wants(kernel, args) -> bool`` attribute: when it answers False the
+    launch skips it without building the chain, so an unsampled launch costs one cheap call per interceptor.
     """
     install()
     if fn not in _interceptors:
@@ -102,17 +102,17 @@ def remove_interceptor(fn) -> None:
         _interceptors.remove(fn)
 
 
-def _next_wanting(kernel, start: int) -> int:
+def _next_wanting(kernel, args, start: int) -> int:
     for j in range(start, len(_interceptors)):
         wants = getattr(_interceptors[j], "wants", None)
-        if wants is None or wants(kernel):
+        if wants is None or wants(kernel, args):
             return j
     return -1
 
 
 def _chain(original, kernel, index: int):
     def call_next(args, kwargs, grid, warmup=False):
-        j = _next_wanting(kernel, index)
+        j = _next_wanting(kernel, args, index)
         if j < 0:
             return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
         return _interceptors[j](kernel, args, kwargs, grid, warmup, _chain(original, kernel, j + 1))
@@ -125,7 +125,7 @@ def _wrap(original):
         if not _observing:  # the production path: no description, no bookkeeping
             if not _interceptors:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-            j = _next_wanting(self, 0)
+            j = _next_wanting(self, args, 0)
             if j < 0:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return _interceptors[j](self, args, kwargs, grid, warmup, _chain(original, self, j + 1))
