@@ -228,3 +228,24 @@ def test_compiles_in_a_process_that_imported_triton_under_the_interpreter(tmp_pa
                          env={**os.environ, "PYTHONPATH": os.path.dirname(HERE)}, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['fp64-in-low-precision']"
+
+
+def test_compiles_after_the_interpreter_leaked_its_patches(tmp_path):
+    """Calling an InterpretedFunction directly leaves triton.language patched for good (Triton 3.6-3.9); the
+    lint then compiles in clean spawned processes instead of failing every kernel."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.environ['TRITON_INTERPRET'] = '1'\n"
+        "import triton, triton.language.standard as std\n"
+        "try:\n    std._sum_combine(1.0, 2.0)\nexcept Exception:\n    pass\n"
+        "from gpuemu.lint.isolate import lang_patched\n"
+        "assert lang_patched()\n"
+        "from gpuemu.lint import lint\n"
+        f"r = lint([{KERNELS!r} + ':fp64_example'], target='sm_90', use_cache=False, workers=1)\n"
+        "print([f.rule for f in r.findings])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": os.path.dirname(HERE)}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['fp64-in-low-precision']"

@@ -332,6 +332,16 @@ def run_jobs(jobs: list[Job], cache: ArtifactCache, *, workers: int = 1,
         progress(done, len(jobs))
     triton_cache = tempfile.mkdtemp(prefix="gpuemu-lint-triton-")
     try:
+        from . import isolate
+
+        if todo and isolate.lang_patched():  # see gpuemu/lint/isolate.py: compile in clean processes
+            blobs = {i: isolate.describe(jobs[i], str(cache.root) if cache.root else None, triton_cache)
+                     for i in todo if jobs[i].specimen is not None}
+            movable = [i for i in todo if blobs.get(i) is not None]
+            for i, res in zip(movable, isolate.run([blobs[i] for i in movable], workers=workers)):
+                results[i] = dict(res, cache_hit=False)
+            todo = [i for i in todo if i not in set(movable)]
+            done += len(movable)
         workers = max(1, min(workers, len(todo)))
         can_fork = "fork" in multiprocessing.get_all_start_methods()
         if workers > 1 and can_fork:
