@@ -51,6 +51,28 @@ def _time(fn, args, kwargs, repeat: int) -> tuple[float, int, str]:
     return best, programs, note
 
 
+def _launch_overhead() -> tuple[float, float]:
+    """Best-of-30 time of a one-program launch of a trivial kernel: plain interpreter, then runtime."""
+    from tests.kernels_runtime import gaps
+
+    x, y = torch.randn(16), torch.empty(16)
+
+    def best() -> float:
+        t = float("inf")
+        for _ in range(30):
+            t0 = time.perf_counter()
+            gaps.copy_kernel[(1,)](x, y, 16, BLOCK=16)
+            t = min(t, time.perf_counter() - t0)
+        return t
+
+    runtime.deactivate()
+    plain = best()
+    runtime.activate()
+    rt = best()
+    runtime.deactivate()
+    return plain, rt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2)
@@ -86,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry.name:32s} {rows[-1][2]:>14s} programs={p_plain:5d} plain {1e3 * rows[-1][4]:6.2f} ms/prog "
                   f"runtime {1e3 * rows[-1][5]:6.2f} ms/prog  x{rows[-1][5] / rows[-1][4]:.2f} {n_plain} {n_rt}",
                   file=sys.stderr)
+    launch_plain, launch_rt = _launch_overhead()
     ratios = [r[5] / r[4] for r in rows if not r[6] and not r[7]]
     plain_ms = [1e3 * r[4] for r in rows if not r[6] and not r[7]]
     rt_ms = [1e3 * r[5] for r in rows if not r[6] and not r[7]]
@@ -104,10 +127,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(plain_ms):.2f} ms/program, median runtime {statistics.median(rt_ms):.2f} ms/program; "
         f"runtime / plain: median x{statistics.median(ratios):.2f}, min x{min(ratios):.2f}, max x{max(ratios):.2f}.",
         "",
-        "Where the time goes on the runtime: bounds checks on every load/store (address decode, mask, range "
-        "compare: vectorised numpy), bf16/TF32 numerics only where used, the per-launch patching of the "
-        "interpreter (~0.2 ms per launch), and the time-bound checks. The autotuned kernels pay for every "
-        "config they run (each config is a full launch).",
+        f"Fixed cost of a launch (a one-program copy kernel, best of 30): plain {1e3 * launch_plain:.2f} ms, "
+        f"runtime {1e3 * launch_rt:.2f} ms. Load average during the run: {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores (a shared machine: single rows are noisy, the medians less so).",
+        "",
+        "Where the time goes on the runtime: bounds checks on every load/store/atomic (address decode, mask, "
+        "range compare: vectorised numpy), bf16/TF32 numerics only where used, per-launch patching of the "
+        "interpreter (libdevice only for kernels that use it), and the time-bound checks. It saves the plain "
+        "interpreter's re-patching of the language on every nested helper call (``tl.max``, ``tl.sum``, user "
+        "helpers), which is why kernels with many helper calls run faster on it. Autotuned kernels pay for "
+        "every config they run (each config is a full launch).",
         "",
         "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | note |",
         "|---|---|---|---:|---:|---:|---:|---|",

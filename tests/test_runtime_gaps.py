@@ -51,3 +51,15 @@ def test_gap_fails_on_plain_interpreter(baseline, name):
 def test_gap_passes_on_runtime(on_runtime, name):
     ok, detail = scenarios.SCENARIOS[name]()
     assert ok, detail
+
+
+def test_every_gap_passes_on_runtime_in_a_process_without_triton_interpret():
+    """Kernels decorated as JITFunctions (TRITON_INTERPRET unset): the runtime interprets them on demand."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    proc = subprocess.run([sys.executable, "-m", "tests.kernels_runtime.scenarios", "--runtime"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == len(NAMES), proc.stderr[-2000:]
+    failed = [(r["name"], r["detail"]) for r in rows if not r["ok"]]
+    assert not failed, failed

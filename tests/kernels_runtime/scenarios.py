@@ -279,6 +279,7 @@ def program_waits_on_another():
 
 def main() -> int:
     """Baseline: run every scenario under plain TRITON_INTERPRET=1; one JSON object per line.
+    With ``--runtime``: on gpuemu's runtime instead (used in a process without TRITON_INTERPRET).
 
     The wait-on-another-program scenario hangs there: it is bounded by SIGALRM. A scenario missing from the
     output crashed the process (heap corruption): it failed too."""
@@ -291,6 +292,10 @@ def main() -> int:
         raise Hang()
 
     signal.signal(signal.SIGALRM, alarm)
+    if "--runtime" in sys.argv:
+        from gpuemu import runtime
+
+        runtime.activate()
     # the out-of-bounds store corrupts the heap under the plain interpreter (a later malloc aborts): run it last
     order = sorted(SCENARIOS, key=lambda n: n == "tail_store_oob")
     for name in order:
