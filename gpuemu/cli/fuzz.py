@@ -84,7 +84,7 @@ def run(args) -> int:
 
     total = iterations or int(config.resolve(rulepacks=tuple(args.rulepack), store=args.store).fuzz.get("iterations", 100))
     err(f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
-        + (" (Triton interpreter)" if device == "cpu" else ""))
+        + (" (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
     progress = _Progress(total, f"fuzzing {spec.name}")
     try:
         result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
