@@ -46,7 +46,7 @@ test-triton36:
 
 # The runtime's cost per program against plain TRITON_INTERPRET on the example corpus (bench/runtime_cost.md)
 bench-runtime: $(STAMP)
-	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md
+	$(PY) bench/runtime_cost.py --seeds 2 --repeat 3 --out bench/runtime_cost.md
 
 # gpuemu lint on the example corpus for sm_80/86/89/90, cold and warm cache (issue 4: < 60 s cold, < 5 s warm)
 .PHONY: bench-lint

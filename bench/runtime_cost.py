@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "Where the time goes on the runtime: bounds checks on every load/store/atomic (address decode, mask, "
         "range compare: vectorised numpy), bf16/TF32 numerics only where used, per-launch patching of the "
         "interpreter (libdevice only for kernels that use it), and the time-bound checks. It saves the plain "
-        "interpreter's re-patching of the language on every nested helper call (``tl.max``, ``tl.sum``, user "
+        "interpreter's re-patching of the language on every nested helper call (`tl.max`, `tl.sum`, user "
         "helpers), which is why kernels with many helper calls run faster on it. Autotuned kernels pay for "
         "every config they run (each config is a full launch).",
         "",

@@ -31,7 +31,6 @@ __all__ = ["activate", "deactivate", "active", "settings", "configure", "launch"
 _lock = threading.Lock()
 _active = False
 _settings = Settings()
-_local = threading.local()
 
 
 def settings() -> Settings:

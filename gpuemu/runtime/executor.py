@@ -150,9 +150,8 @@ class _Scope:
         self._undo: list[Callable[[], None]] = []
 
     def set(self, obj: Any, name: str, value: Any) -> None:
-        d = getattr(obj, "__dict__", None)
-        had = isinstance(d, dict) and name in d if not isinstance(obj, type) else name in obj.__dict__
-        old = obj.__dict__[name] if had else _MISSING
+        own = getattr(obj, "__dict__", {})  # a class's mappingproxy or an instance's / module's dict
+        old = own[name] if name in own else _MISSING
         setattr(obj, name, value)
 
         def undo(obj=obj, name=name, old=old):

@@ -242,9 +242,9 @@ def _evaluate(name: str, mode: str, args, out_dtype, arg_dtypes):
             r = np.where(np.isnan(r), 0, np.clip(r, info.min, info.max))
             return r.astype(out_dtype)
         return _directed(v, mode or "rn", out_dtype.type)
-    if name in ("llrint", "llround"):
+    if name in ("llrint", "llround", "llrintf", "llroundf"):
         v = np.asarray(x, dtype=np.float64)
-        return (np.rint(v) if name == "llrint" else _round_half_away(v)).astype(np.int64)
+        return (np.rint(v) if name.startswith("llrint") else _round_half_away(v)).astype(np.int64)
     if name in ("ilogb", "ilogbf"):
         v = np.asarray(x, dtype=np.float64)
         return np.floor(np.log2(np.abs(v))).astype(np.int32)

@@ -13,7 +13,6 @@ not its whole storage: reading past a slice is a bug even where the allocation h
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -279,8 +278,3 @@ def _storage_region(obj: Any, st, name: str, index: int) -> Region:
     lo_e, hi_e = _extent(data_offset // max(itemsize, 1), shape, strides)
     return Region(index, name, int(st.data_ptr()), lo_e * itemsize, hi_e * itemsize, data_offset, itemsize,
                   _torch_dtype_name(getattr(obj, "dtype", "?")), shape, tuple(strides))
-
-
-def read_bytes(address: int, n: int) -> bytes:
-    """Raw host bytes (for spin detection: did an atomic change memory?)."""
-    return ctypes.string_at(address, n)
