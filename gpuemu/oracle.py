@@ -103,6 +103,23 @@ def reference(spec: ops.OpSpec, inputs64: Mapping[str, Any], kwargs: Mapping[str
     return ref, scale
 
 
+TF32_FACTOR = 2.0**14  # unit roundoff of TF32 (10 explicit mantissa bits) over fp32's: 2^-10 / 2^-24
+
+
+def dot_precision(launches) -> str | None:
+    """The tl.dot input precision gpuemu's runtime saw (e.g. "tf32", "ieee"), joined when several differ."""
+    seen = sorted({str(lch.options["dot_precision"]) for lch in launches if lch.options.get("dot_precision")})
+    return ",".join(seen) or None
+
+
+def tf32_tolerance(tol: Tolerance) -> Tolerance:
+    """An fp32 tolerance for a kernel whose dots ran in TF32 (the sm_80+ default): the same calibrated rtol
+    in units of TF32's rounding instead of fp32's."""
+    import dataclasses
+
+    return dataclasses.replace(tol, rtol=tol.rtol * TF32_FACTOR, source=f"{tol.source} x2^14 (tf32 dots)")
+
+
 def elementwise_error(out, ref, dtype: str):
     """|out - ref| per element (float64), with the non-finite rules: both NaN, or the same infinity, is no
     error; a result beyond the dtype's range may round to inf (or saturate at max) with no error; any
@@ -374,7 +391,14 @@ class Oracle:
                     diff = int((_bits(out2) != first_bits).sum())
                     return done(Verdict(FAIL, "nondeterministic", f"two calls on the same inputs differ at {diff} "
                                                                   f"element{'s' if diff != 1 else ''} (non-deterministic)"))
-        return done(self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol))
+        tol = tol or self.tolerances.get(spec.name, case.dtype)
+        precision = dot_precision(run1.launches)
+        if precision and "tf32" in precision and case.dtype == "fp32" and spec.dims_of_role("contracted", "head"):
+            tol = tf32_tolerance(tol)
+        v = self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol)
+        if precision:
+            v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}")
+        return done(v)
 
 
 @dataclass(frozen=True)

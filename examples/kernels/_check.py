@@ -320,6 +320,9 @@ TRIGGERS = {
     "swiglu_b_stride": ({"a": [64, 256], "b": [64, 256]}, {}, F32, "randn", {"b": "T"}),
     "rope_half_offset": ({"x": [2, 8, 4, 48], "cos": [8, 24], "sin": [8, 24]}, {}, F32, "randn", {}),
     "embedding_stride": ({"ids": [64], "table": [128, 64]}, {}, F32, "randn", {"table": "step2"}),
+    "gelu_tanh_as_exact": ({"x": [4, 256]}, {}, F32, "randn", {}),
+    "sum_low_precision_acc": ({"x": [4, 1000]}, {}, F16, "shift10", {}),
+    "matmul_low_precision_acc": ({"a": [64, 200], "b": [200, 64]}, {}, F16, "shift10", {}),
 }
 
 
