@@ -91,8 +91,17 @@ def _manifest_targets(manifest: str | os.PathLike | None) -> list[tuple[str, str
     except OSError:
         raise InvalidArgument(f"--manifest {str(manifest)!r} does not exist") from None
     if key not in _MANIFESTS:
+        import yaml
+
         root = path.parent.parent.parent  # manifests live at <root>/examples/kernels/manifest.yaml
-        _MANIFESTS[key] = [(corpus.resolve_target(e, root), e.op) for e in corpus.load_manifest(path)]
+        try:  # only target and op are needed: libyaml's loader reads the 50-entry manifest ~10x faster
+            doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
+            entries = [corpus.Entry(target=d["target"], op=d["op"], correct=bool(d.get("correct", True)))
+                       for d in doc]
+        except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+            raise InvalidArgument(f"{path}: cannot read the corpus manifest ({type(e).__name__}: {e}); every entry "
+                                  f"needs 'target' and 'op'") from None
+        _MANIFESTS[key] = [(corpus.resolve_target(e, root), e.op) for e in entries]
     return _MANIFESTS[key]
 
 
