@@ -369,7 +369,9 @@ def _attention_scale(inputs, kwargs, ref):
     # and the row's normaliser by the weighted mean of those perturbations
     sabs = q.abs() @ k.abs().transpose(-1, -2)
     pv = p @ v.abs()
-    return (p * (1 + sabs)) @ v.abs() + pv * (p * sabs).sum(-1, keepdim=True)
+    # P @ V and the softmax normaliser are Nk-term sums: their rounding grows like sqrt(Nk) as well
+    growth = math.sqrt(k.shape[-2])
+    return growth * ((p * (1 + sabs)) @ v.abs() + pv * (p * sabs).sum(-1, keepdim=True))
 
 
 def _mp_attention(inputs, kwargs, index):
@@ -396,7 +398,7 @@ _add(OpSpec(
     args=(A("q", ("B", "H", "Nq", "D")), A("k", ("B", "H", "Nk", "D")), A("v", ("B", "H", "Nk", "D"))),
     dims={"B": "batch", "H": "batch", "Nq": "tiled", "Nk": "reduced", "D": "head"},
     kwargs={"causal": False}, reference=_attention_ref, error_scale=_attention_scale,
-    scale_doc="(P*(1+S)) @ |V| + (P @ |V|) * rowsum(P*S), S = |q| @ |k|^T",
+    scale_doc="sqrt(Nk) * ((P*(1+S)) @ |V| + (P @ |V|) * rowsum(P*S)), S = |q| @ |k|^T",
     mp_element=_mp_attention, magnitude="dot", constraints=_attention_constraints,
     dim_limits={"B": (1, 2), "H": (1, 2), "Nq": (1, 160), "Nk": (1, 200), "D": (1, 128)},
 ))
