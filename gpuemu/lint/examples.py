@@ -176,6 +176,10 @@ def _record(kernel, args, kwargs, grid, warmup, call_next):
     return None  # recorded, not run: the lint only needs the specialisation
 
 
+# the launch chain asks this first: outside a recording the recorder is skipped altogether
+_record.wants = lambda kernel, args: getattr(_local, "sink", None) is not None  # type: ignore[attr-defined]
+
+
 @contextlib.contextmanager
 def _recording() -> Iterator[list]:
     from ..runners.launches import add_interceptor
