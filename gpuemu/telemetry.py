@@ -37,6 +37,7 @@ DIVERGENCES = "gpuemu.shadow.divergences"
 ERROR_RATIO = "gpuemu.shadow.error_ratio"
 DURATION = "gpuemu.shadow.duration"
 INTERNAL_ERRORS = "gpuemu.shadow.internal_errors"
+LINT_FINDINGS = "gpuemu.lint.findings"
 SPAN_NAME = "gpuemu.shadow.check"
 DIVERGENCE_EVENT = "gpuemu.shadow.divergence"
 
@@ -86,6 +87,8 @@ class Telemetry:
                                                  description="shadow checks that found a divergence")
         self._internal = meter.create_counter(INTERNAL_ERRORS, unit="{error}",
                                               description="internal errors of gpuemu's shadow work (never raised)")
+        self._lint = meter.create_counter(LINT_FINDINGS, unit="{finding}",
+                                          description="lint findings on kernels this process compiled")
         self._ratio = _histogram(meter, ERROR_RATIO, "1", "worst error / allowed bound per check", _RATIO_BUCKETS)
         self._duration = _histogram(meter, DURATION, "s", "wall time of a check's shadow work", _DURATION_BUCKETS)
 
@@ -138,6 +141,11 @@ class Telemetry:
             span.set_status(trace.Status(trace.StatusCode.ERROR, line[:200]))
         ctx = trace.set_span_in_context(span) if span is not None else None
         _emit(self._logger, ctx, line, dict(attrs, **extra))
+
+    def lint_finding(self, attributes: Mapping[str, Any]) -> None:
+        """Count one lint finding on a kernel compiled in this process (lint on compile)."""
+        if self.enabled:
+            self._lint.add(1, dict(attributes))
 
     def internal_error(self, where: str, exc: BaseException) -> None:
         """Count an internal error of gpuemu (the host program never sees it)."""

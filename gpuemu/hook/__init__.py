@@ -85,6 +85,9 @@ def _teardown() -> None:
     if _triton_shadow is not None:
         remove_interceptor(_triton_shadow)
         _triton_shadow = None
+    from . import lint_on_compile
+
+    lint_on_compile.uninstall()
     from . import inductor
 
     inductor.uninstall()
@@ -164,6 +167,9 @@ def _install_triton(rt: Runtime) -> None:
 
     _triton_shadow = TritonShadow(rt)
     add_interceptor(_triton_shadow)
+    from . import lint_on_compile
+
+    lint_on_compile.install(rt)
 
 
 def _install_inductor() -> None:

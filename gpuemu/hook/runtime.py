@@ -171,6 +171,7 @@ class Runtime:
     def __init__(self, settings: HookSettings, telemetry: Telemetry | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or Telemetry()
+        self.lint_findings: list = []  # lint on compile (gpuemu.hook.lint_on_compile)
         self.budget = Budget(settings.budget)
         self.sampler = Sampler(settings.sample_rate, self.budget, seed=settings.seed)
         self.store = Store(settings.store, max_bytes=settings.max_store_bytes)
