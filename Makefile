@@ -23,6 +23,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py
+	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md
 
 clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out
