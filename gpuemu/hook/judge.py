@@ -13,6 +13,7 @@ import math
 from typing import Any, Callable
 
 from ..oracle import FAIL, PASS, SKIP, Oracle, Verdict
+from ..oracle import _unravel  # one index helper for every mismatch report
 from ..tolerance import Tolerance, ToleranceTable
 
 FLOAT_LABELS = ("fp32", "fp16", "bf16")
@@ -103,14 +104,6 @@ def judge_pair(output: Any, reference: Any, *, tolerances: ToleranceTable, what:
 
 def skipped(reason: str) -> Verdict:
     return Verdict(SKIP, "skipped", reason)
-
-
-def _unravel(flat: int, shape) -> tuple[int, ...]:
-    out = []
-    for s in reversed(tuple(shape)):
-        out.append(flat % s)
-        flat //= s
-    return tuple(reversed(out))
 
 
 def compare_op(oracle: Oracle, spec: Any, dtype: str, inputs: dict, kwargs: dict, output: Any) -> Verdict:
