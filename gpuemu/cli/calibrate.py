@@ -48,11 +48,9 @@ def run(args) -> int:
                 corpus.setdefault(e.op, []).append((e.target, load(resolve_target(e, Path(args.corpus).resolve().parent.parent.parent))))
     fits = []
     for op in names:
-        ctrls = [c for c in named]
-        ctrls += corpus.get(op, [])
-        if not ctrls or args.with_framework or not args.controls:
-            if not (args.controls and not args.with_framework):
-                ctrls.insert(0, (f"torch:{op}", framework_control(op)))
+        ctrls = named + corpus.get(op, [])
+        if not args.controls or args.with_framework:  # named controls replace the framework's op unless asked
+            ctrls.insert(0, (f"torch:{op}", framework_control(op)))
         got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
         for f in got:
             err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x {HEADROOM:g}; "
