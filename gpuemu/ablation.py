@@ -116,7 +116,7 @@ def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_ro
                     failed[name] = v.status != "pass"
             if all(failed.values()):
                 break
-        row = {"subject": s.name, "correct": s.correct, **{k: v for k, v in failed.items()}}
+        row = {"subject": s.name, "correct": s.correct, "bug": s.bug, **failed}
         rows.append(row)
         if on_row:
             on_row("regimes", s, failed)
@@ -138,6 +138,14 @@ def render(result: dict) -> str:
         s = result["regimes"][name]["summary"]
         lines.append(f"| {name} | {s['caught']}/{s['buggy']} | {100 * s['recall']:.0f}% | "
                      f"{s['false_positives']}/{s['controls']} | {100 * s['fp_rate']:.1f}% |")
+    split = [r for r in result["regimes"]["rows"] if len({r[name] for name in REGIMES}) > 1]
+    if split:
+        lines += ["", "Where the regimes disagree (FAIL: some case failed under that regime):", "",
+                  "| kernel | truth | " + " | ".join(REGIMES) + " |", "|---|---|" + "---|" * len(REGIMES)]
+        for r in split:
+            truth = "correct" if r["correct"] else f"bug: {r.get('bug') or '?'}"
+            lines.append(f"| {r['subject'].rsplit('/', 1)[-1]} | {truth} | "
+                         + " | ".join("FAIL" if r[name] else "pass" for name in REGIMES) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -285,6 +285,10 @@ def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Laun
                      + (" and Nq != Nk (mask alignment?)" if case.dims.get("Nq") != case.dims.get("Nk") else ""))
     if case.dtype != "fp32" and passes(with_dims(case.replace(dtype="fp32"))):
         hints.append(f"precision suspected: fails only for {case.dtype}, passes in fp32 (accumulation dtype?)")
+    elif case.dtype == "fp32" and verdict.kind == "mismatch" and passes(with_dims(case.replace(dtype="fp16"))):
+        # the same case at fp16's coarser tolerance passes: the error is a few fp16 ulps, not a wrong formula
+        hints.append("precision suspected: fails only in fp32, passes in fp16 (a truncated constant, an "
+                     "approximation, or an intermediate rounded to fp16/bf16?)")
     for dim, pairs in attribute_blocks(spec, launches).items():
         n = case.dims.get(dim)
         if n is None:

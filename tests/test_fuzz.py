@@ -83,6 +83,15 @@ def test_precision_hint_for_fp16_accumulation():
     assert "precision suspected: fails only for fp16" in (r.failures[0].hint or "")
 
 
+def test_precision_hint_for_an_error_only_fp32_can_see():
+    def short_log2e_exp(x):
+        return torch.exp2(x.float() * 1.4427).to(x.dtype)  # log2(e) to 5 digits: 3.4e-6 * |x| relative
+
+    r = gpuemu.fuzz(short_log2e_exp, op="exp", iterations=30, seed=2, save=False)
+    assert not r.ok and r.failures[0].case.dtype == "fp32"
+    assert "precision suspected: fails only in fp32, passes in fp16" in (r.failures[0].hint or "")
+
+
 def test_no_hint_without_evidence():
     def always_off(x):
         return good_softmax(x) * 1.5

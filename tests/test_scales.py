@@ -1,0 +1,66 @@
+"""Condition-aware error scales: where a fixed rtol on |ref| fails correct kernels (cancellation) and where it
+cannot see a bug at all (relative errors under its rtol), and the scale each op documents."""
+
+import pytest
+import torch
+
+from gpuemu import ops
+from gpuemu.ablation import FIXED
+from gpuemu.oracle import FAIL, PASS, Oracle, reference, to_reference_inputs
+from gpuemu.tolerance import Tolerance
+
+ORACLE = Oracle.default()
+FIXED_TOL = Tolerance(FIXED[0], FIXED[1], "fixed", scale="ref")
+
+
+def test_every_op_documents_its_scale():
+    for name in ops.names():
+        spec = ops.get(name)
+        assert spec.scale_doc.strip(), name
+
+
+def test_matmul_scale_is_abs_a_at_abs_b():
+    spec = ops.get("matmul")
+    a, b = torch.randn(5, 7, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64)
+    _, scale = reference(spec, {"a": a, "b": b}, {})
+    assert torch.allclose(scale, a.abs() @ b.abs())
+
+
+def test_sum_with_cancellation_correct_fp32_kernel_passes_only_on_the_condition_scale():
+    spec = ops.get("sum")
+    g = torch.Generator().manual_seed(0)
+    half = 1e4 + torch.randn(4, 64, generator=g, dtype=torch.float64)
+    x = torch.cat([half, -half + 1e-3 * torch.randn(4, 64, generator=g, dtype=torch.float64)], -1).float()
+    out = x.sum(-1)  # torch's own fp32 sum: a correct kernel
+    assert ORACLE.compare(spec, "fp32", {"x": x}, {}, out).status == PASS
+    # |ref| is ~1e-2 while the rounding error is ~eps * sum|x| ~ 1e-2: the |ref| rule calls it a bug
+    assert ORACLE.compare(spec, "fp32", {"x": x}, {}, out, tol=FIXED_TOL).status == FAIL
+
+
+def _short_log2e_exp(x):
+    return torch.exp2(x.float() * 1.4427).to(x.dtype)
+
+
+def test_a_relative_error_under_one_percent_is_invisible_to_the_fixed_rule():
+    spec = ops.get("exp")
+    x = torch.linspace(-80, 80, 4001, dtype=torch.float32)
+    out = _short_log2e_exp(x)
+    ref, _ = reference(spec, to_reference_inputs(spec, {"x": x}), {})
+    assert float(((out.double() - ref).abs() / ref).max()) < 1e-3  # right to three digits everywhere
+    assert ORACLE.compare(spec, "fp32", {"x": x}, {}, out, tol=FIXED_TOL).status == PASS
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, out)
+    assert v.status == FAIL and v.worst_ratio > 10
+    assert ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.exp(x)).status == PASS
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_exp2_softmax_at_large_magnitude_is_within_its_scale(dtype):
+    """exp2(x*log2e - max*log2e) loses |x| ulps: legitimate, and inside ref * (1 + |x| + |max x|)."""
+    spec = ops.get("softmax")
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(3, 200, generator=g) * 4 + (1e4 if dtype == torch.float32 else 400)).to(dtype)
+    xs = x.float() * 1.4426950408889634
+    e = torch.exp2(xs - xs.amax(-1, keepdim=True))
+    out = e / e.sum(-1, keepdim=True)
+    name = "fp32" if dtype == torch.float32 else "fp16"
+    assert ORACLE.compare(spec, name, {"x": x}, {}, out.to(dtype)).status == PASS
