@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-stamp
 
-.PHONY: demo test test-all bench calibrate ablation clean
+.PHONY: demo test test-all bench calibrate ablation soak clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ calibrate: $(STAMP)
 ablation: $(STAMP)
 	$(PY) -m pip install -q -c constraints-dev.txt -e '.[plot]'
 	TRITON_INTERPRET=1 $(PY) -m gpuemu bench --ablation --iterations 20 --seed 1 --out bench/ablation
+
+# Every correct control (corpus kernels and torch's own ops) under `gpuemu fuzz` defaults, 1,000 cases per dtype
+soak: $(STAMP)
+	$(PY) bench/soak.py --iterations 1000 --seed 20261201 --out bench/soak
 
 # The runtime's tests on triton 3.6 in a second venv (3.6 + numpy >= 2.4 breaks runtime loop bounds: pin it)
 .PHONY: test-triton36 bench-runtime
