@@ -29,7 +29,7 @@ clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out
 
 calibrate: $(STAMP)
-	TRITON_INTERPRET=1 $(PY) -m gpuemu calibrate --op all --corpus examples/kernels/manifest.yaml --samples 100 --out rulepacks/calibrated.yaml
+	TRITON_INTERPRET=1 $(PY) -m gpuemu calibrate --op all --corpus examples/kernels/manifest.yaml --samples 200 --out rulepacks/calibrated.yaml
 
 ablation: $(STAMP)
 	$(PY) -m pip install -q -c constraints-dev.txt -e '.[plot]'

@@ -17,7 +17,7 @@ from . import ops
 from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
 from .runners import Launch, run_launcher
-from .tolerance import Tolerance, ToleranceTable, bounds
+from .tolerance import UNIT_ROUNDOFF, Tolerance, ToleranceTable, bounds
 
 SCHEMA_VERSION = 1
 PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
@@ -266,7 +266,7 @@ class Oracle:
             f"Greatest relative difference: {_fmt(float(rel[rel_flat]))} at index "
             f"{_idx(tuple(int(i) for i in _unravel(rel_flat, ref.shape)))}",
             f"Worst element relative to its bound: {_idx(widx)}, {_fmt(float(ratio.reshape(-1)[worst_flat]))}x the bound",
-            f"Bound: atol + rtol * scale with rtol={tol.rtol:g}, atol={tol.atol:g}, scale = {spec.scale_doc} ({tol.source})",
+            _bound_doc(spec, tol, dtype),
         ]
         if nonfinite:
             lines.insert(1, f"Non-finite output where the reference is finite: {int((~out_fin & ref_fin).sum())} elements")
@@ -424,6 +424,16 @@ def _reduction_length(spec: ops.OpSpec, inputs64: Mapping[str, Any]) -> int:
             if spec.dims.get(d) in ("reduced", "contracted"):
                 n = max(n, int(size))
     return n + 2
+
+
+def _bound_doc(spec: ops.OpSpec, tol: Tolerance, dtype: str) -> str:
+    """The report's "Bound:" line: the formula :func:`gpuemu.tolerance.bounds` applied, with its numbers."""
+    if tol.scale == "ref":
+        return f"Bound: atol + rtol * |ref| with rtol={tol.rtol:g}, atol={tol.atol:g} ({tol.source})"
+    rounding = " + u * |ref|" if tol.rtol else ""
+    u = f", u={UNIT_ROUNDOFF[dtype]:g} ({dtype} rounding)" if tol.rtol else ""
+    return (f"Bound: atol + rtol * scale{rounding} with rtol={tol.rtol:g}, atol={tol.atol:g}{u}, "
+            f"scale = {spec.scale_doc} ({tol.source})")
 
 
 def _unravel(flat: int, shape) -> tuple[int, ...]:

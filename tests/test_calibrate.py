@@ -64,8 +64,17 @@ def test_error_ratio_is_the_rtol_a_case_needs():
     spec = ops.get("sum")
     x = torch.tensor([[1.0e4, -1.0e4, 1.0]], dtype=torch.float32)
     out = torch.tensor([1.0 + 2.0**-10])
-    # the error 2^-10 over the condition-aware scale sum|x| = 20001, not over |ref| = 1
-    assert cal.error_ratio(spec, "fp32", {"x": x}, {}, out) == pytest.approx(2.0**-10 / 20001, rel=1e-9)
+    # the error 2^-10, less the final rounding every bound allows (2^-24 |ref|), over the condition-aware
+    # scale sum|x| = 20001, not over |ref| = 1
+    assert cal.error_ratio(spec, "fp32", {"x": x}, {}, out) == pytest.approx((2.0**-10 - 2.0**-24) / 20001, rel=1e-9)
+
+
+def test_exact_ops_fit_zero_and_rounded_ones_never_below_fp32_roundoff():
+    (relu,) = cal.calibrate("relu", dtypes=["fp16"], samples=6)
+    assert relu.rtol == 0.0  # no control ever differs: exact, and bounds give it no rounding allowance
+    (add,) = cal.calibrate("add", controls=[("exact", exact_add)], dtypes=["fp16"], samples=6)
+    assert add.max == 0.0  # every error was the final rounding, which the bound allows on its own
+    assert add.rtol == cal.MIN_RTOL
 
 
 def test_rule_pack_carries_provenance_and_loads(tmp_path):
@@ -137,3 +146,12 @@ def test_builtin_pack_is_what_the_command_produces(op):
     fits = cal.calibrate(op, dtypes=["fp32", "fp16", "bf16"], samples=prov["samples_per_control"], seed=prov["seed"])
     for f in fits:
         assert doc["tolerances"][op][f.dtype]["rtol"] == f.rtol, (op, f.dtype)
+
+
+def test_fp16_and_bf16_fits_are_never_below_the_fp32_fit():
+    # sloppy_add's 2^-18 error hides under fp16's rounding, but its fp32 arithmetic is the same in every dtype
+    fits = {f.dtype: f for f in cal.calibrate("add", controls=[("sloppy", sloppy_add)], dtypes=["fp16", "fp32"],
+                                              samples=6)}
+    assert list(fits) == ["fp32", "fp16"]
+    assert fits["fp16"].p95 < fits["fp32"].rtol / 4
+    assert fits["fp16"].rtol == fits["fp32"].rtol

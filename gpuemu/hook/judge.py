@@ -24,7 +24,8 @@ def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: Tole
     """Judge ``output`` (fp32/fp16/bf16) against a float64 ``reference64`` of the same shape.
 
     ``scale64`` (float64, CPU, same shape) is the magnitude the bound is relative to:
-    ``bound = atol + rtol * max(scale, |ref|)`` with the rule pack's default tolerance for ``dtype``.
+    ``bound = atol + rtol * max(scale, |ref|) + u * |ref|`` (u: the dtype's unit roundoff, see
+    :mod:`gpuemu.tolerance`) with the rule pack's default tolerance for ``dtype``.
     """
     from ..ops import ArgSpec, OpSpec
 
