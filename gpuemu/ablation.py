@@ -147,9 +147,12 @@ def render(result: dict) -> str:
         s = result["regimes"][name]["summary"]
         lines.append(f"| {_cell(name)} | {s['caught']}/{s['buggy']} | {100 * s['recall']:.0f}% | "
                      f"{s['false_positives']}/{s['controls']} | {100 * s['fp_rate']:.1f}% |")
-    split = [r for r in result["regimes"]["rows"] if len({r[name] for name in REGIMES}) > 1]
+    # the |ref| variant of the calibrated rtol fails nearly everything; list where the other three disagree
+    headline = [n for n in REGIMES if n != REGIMES[2]]
+    split = [r for r in result["regimes"]["rows"] if len({r[name] for name in headline}) > 1]
     if split:
-        lines += ["", "Where the regimes disagree (FAIL: some case failed under that regime):", "",
+        lines += ["", f"Where {', '.join(headline[:-1])} and {headline[-1]} disagree (FAIL: some case failed "
+                  "under that regime):", "",
                   "| kernel | truth | " + " | ".join(_cell(n) for n in REGIMES) + " |", "|---|---|" + "---|" * len(REGIMES)]
         for r in split:
             truth = "correct" if r["correct"] else f"bug: {r.get('bug') or '?'}"

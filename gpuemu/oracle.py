@@ -232,7 +232,8 @@ class Oracle:
         import torch
 
         out = output.detach().to("cpu", torch.float64)
-        bound = bounds(scale, ref, tol, dtype)
+        rounded = spec.rounded(inputs64, dict(spec.kwargs, **kwargs), ref) if spec.rounded else None
+        bound = bounds(scale, ref, tol, dtype, rounded=rounded)
         ref_fin, out_fin = ref.isfinite(), out.isfinite()
         note = ""
         if spec.mp_element is not None:
@@ -430,7 +431,7 @@ def _bound_doc(spec: ops.OpSpec, tol: Tolerance, dtype: str) -> str:
     """The report's "Bound:" line: the formula :func:`gpuemu.tolerance.bounds` applied, with its numbers."""
     if tol.scale == "ref":
         return f"Bound: atol + rtol * |ref| with rtol={tol.rtol:g}, atol={tol.atol:g} ({tol.source})"
-    rounding = " + u * |ref|" if tol.rtol else ""
+    rounding = (f" + u * (|ref| + {spec.rounded_doc.split(' (')[0]})" if spec.rounded else " + u * |ref|") if tol.rtol else ""
     u = f", u={UNIT_ROUNDOFF[dtype]:g} ({dtype} rounding)" if tol.rtol else ""
     return (f"Bound: atol + rtol * scale{rounding} with rtol={tol.rtol:g}, atol={tol.atol:g}{u}, "
             f"scale = {spec.scale_doc} ({tol.source})")

@@ -57,7 +57,7 @@ def test_run_writes_json_and_markdown(tmp_path, monkeypatch):
     md = (tmp_path / "ablation.md").read_text()
     assert md == ablation.render(result)
     assert "(a) strategies" in md and "(b) tolerance regimes" in md and "| calibrated |" in md
-    assert "Where the regimes disagree" in md and "| short_log2e | bug: precision |" in md
+    assert "disagree (FAIL: some case failed" in md and "| short_log2e | bug: precision |" in md
     first = (tmp_path / "ablation.json").read_bytes()
     ablation.run(iterations=3, seed=5, out=tmp_path)
     assert (tmp_path / "ablation.json").read_bytes() == first

@@ -374,6 +374,13 @@ def _attention_scale(inputs, kwargs, ref):
     return growth * ((p * (1 + sabs)) @ v.abs() + pv * (p * sabs).sum(-1, keepdim=True))
 
 
+def _attention_rounded(inputs, kwargs, ref):
+    # P cast to the input dtype before P @ V (the tensor-core form of every flash kernel) errs by up to
+    # u * P_ij per weight, u * (P @ |V|) in the output: unrelated to the fp32 terms of the scale above
+    p = _attention_probs(inputs["q"], inputs["k"], kwargs.get("causal", False))
+    return p @ inputs["v"].abs()
+
+
 def _mp_attention(inputs, kwargs, index):
     b, h, i, dcol = index
     q = inputs["q"][b, h, i].tolist()
@@ -400,6 +407,7 @@ _add(OpSpec(
     kwargs={"causal": False}, reference=_attention_ref, error_scale=_attention_scale,
     scale_doc="sqrt(Nk) * ((P*(1+S)) @ |V| + (P @ |V|) * rowsum(P*S)), S = |q| @ |k|^T",
     mp_element=_mp_attention, magnitude="dot", constraints=_attention_constraints,
+    rounded=_attention_rounded, rounded_doc="P @ |V| (P cast to the input dtype before P @ V)",
     dim_limits={"B": (1, 2), "H": (1, 2), "Nq": (1, 160), "Nk": (1, 200), "D": (1, 128)},
 ))
 

@@ -42,7 +42,11 @@ class OpSpec:
 
     ``reference(**inputs, **kwargs)`` takes float64 tensors and returns the float64 (or int64) result.
     ``error_scale(inputs, kwargs, ref)`` returns, per output element, the magnitude that rounding
-    errors of a correct kernel scale with; the bound there is ``atol + rtol * scale``.
+    errors of a correct kernel scale with; the bound there is ``atol + rtol * scale`` (plus the
+    rounding allowance, see :mod:`gpuemu.tolerance`).
+    ``rounded(inputs, kwargs, ref)``, where given, is the magnitude of an intermediate that correct kernels
+    legitimately round to the input dtype (attention's P @ |V|: flash kernels cast P to the input dtype
+    for the second dot); the bound allows that rounding exactly, at the dtype's unit roundoff.
     ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
     """
 
@@ -62,6 +66,8 @@ class OpSpec:
     magnitude: str = "any"  # how input size limits values: any | sum | product | dot | norm
     dim_limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     constraints: Callable[[Mapping[str, int], Mapping[str, Any]], str | None] | None = None
+    rounded: Callable[..., Any] | None = None
+    rounded_doc: str = ""
 
     def dims_of_role(self, *roles: str) -> list[str]:
         return [d for d, r in self.dims.items() if r in roles]
@@ -88,5 +94,6 @@ class OpSpec:
             "kwargs": dict(self.kwargs),
             "output": self.out_kind,
             "error_scale": self.scale_doc,
+            "rounded_intermediate": self.rounded_doc or None,
             "mpmath_check": self.mp_element is not None,
         }
