@@ -36,3 +36,30 @@ def test_bad_target_is_a_usage_error(rt):
     with pytest.raises(InvalidArgument, match="not a CUDA target"):
         with rt.compile_for("gfx90a"):
             pass
+
+
+def test_compile_after_the_interpreter_left_triton_language_patched(tmp_path, monkeypatch):
+    """tl.sum on Triton's own interpreter leaves triton.language.core patched (its helper's globals are not
+    the kernel's); an uncached compile then failed in code generation. CI found it: a fresh cache."""
+    import triton.language as tl
+
+    from gpuemu import runtime
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # a cache hit would skip code generation
+    x, s = torch.randn(16), torch.empty(1)
+    runtime.deactivate()
+    G.block_sum_kernel[(1,)](x, s, BLOCK=16)  # plain interpreter
+    leaked = not getattr(tl.core.add, "__triton_builtin__", False)
+    runtime.activate()
+    try:
+        y = torch.empty(100)
+        with runtime.compile_for("sm_90") as compiled:
+            G.copy_kernel[(2,)](torch.arange(100.0), y, 100, BLOCK=64)
+        assert compiled[0].error is None and ".target sm_90" in compiled[0].ptx, compiled
+        assert torch.equal(y, torch.arange(100.0))
+        if leaked:  # the interpreter's state is handed back as it was: a launch in progress elsewhere keeps it
+            assert not getattr(tl.core.add, "__triton_builtin__", False)
+        G.block_sum_kernel[(1,)](x, s, BLOCK=16)  # and the runtime still runs after the compile
+        assert torch.allclose(s, x.sum().reshape(1))
+    finally:
+        runtime.deactivate()

@@ -8,6 +8,7 @@ the version found, rather than failing somewhere deep inside a launch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import textwrap
@@ -50,7 +51,80 @@ def interp():
                  "_get_np_dtype", "ReduceOps", "ScanOps", "InterpretedFunction"):
         if not hasattr(interpreter, name):
             raise UnsupportedTriton(f"triton {triton_version()} interpreter lacks {name}; the runtime cannot run here")
+    _language_snapshot()  # before the runtime's first launch: the language as Triton defined it
     return interpreter
+
+
+# ---------------------------------------------------------------------- the language without interpreter patches
+def _language_objects() -> tuple:
+    import triton.language as tl
+
+    objs = [tl, tl.core, tl.math, tl.tensor, tl.dtype]
+    desc = getattr(tl.core, "tensor_descriptor_base", None)
+    return tuple(objs + ([desc] if desc is not None else []))
+
+
+def _is_interpreter_patch(value: Any) -> bool:
+    """A value Triton's interpreter put into triton.language (its wrappers are defined in interpreter.py)."""
+    f = value.func if isinstance(value, functools.partial) else value.fget if isinstance(value, property) else value
+    code = getattr(f, "__code__", None)
+    return code is not None and code.co_filename.replace("\\", "/").endswith("triton/runtime/interpreter.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _language_snapshot() -> dict:
+    """id(obj) -> {name: value} of the language's attributes, interpreter patches left out."""
+    return {id(obj): {k: v for k, v in vars(obj).items() if not _is_interpreter_patch(v)}
+            for obj in _language_objects()}
+
+
+_MISSING = object()
+
+
+def _original(obj: Any, name: str, patched: Any) -> Any:
+    """What ``obj.name`` was before the interpreter patched it; _MISSING where it did not exist."""
+    member = (getattr(patched, "__kwdefaults__", None) or {}).get("member")
+    if member is not None and not _is_interpreter_patch(member):  # an _patch_attr wrapper of a builtin
+        return member
+    snap = _language_snapshot().get(id(obj), {})
+    if name in snap:
+        return snap[name]
+    import triton.language as tl
+
+    for twin in (tl, tl.core):  # triton.language re-exports core: one of the two may still hold it
+        value = vars(twin).get(name, _MISSING)
+        if twin is not obj and value is not _MISSING and not _is_interpreter_patch(value):
+            return value
+    return _MISSING if isinstance(obj, type) else None  # a class attribute the interpreter added
+
+
+@contextlib.contextmanager
+def unpatched_language():
+    """For the duration, triton.language holds no interpreter patches.
+
+    Triton's interpreter patches the modules visible from a @jit function when that function is called and
+    restores them only at the end of a launch of the kernel whose globals it patched. A helper with other
+    globals (tl.sum's, in triton/language/standard.py, sees ``core``) leaves triton.language.core patched
+    for the rest of the process, and code generation then fails on the next uncached compile
+    ("'ir.value' object has no attribute 'dtype'"). Run under the launch lock: no launch is in progress."""
+    undo: list[tuple[Any, str, Any]] = []
+    try:
+        for obj in _language_objects():
+            for name, value in list(vars(obj).items()):
+                if not _is_interpreter_patch(value):
+                    continue
+                original = _original(obj, name, value)
+                if original is None:
+                    continue
+                undo.append((obj, name, value))
+                if original is _MISSING:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, original)
+        yield
+    finally:
+        for obj, name, value in reversed(undo):
+            setattr(obj, name, value)
 
 
 def builder():

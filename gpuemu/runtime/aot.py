@@ -123,7 +123,19 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
                               {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
     except Exception as e:  # the CPU run stands; the compile failure is reported
         return CompiledLaunch(name, target_name or f"sm_{getattr(gpu_target, 'arch', '?')}", {}, {},
-                              error=f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+                              error=_error_text(e))
+
+
+def _error_text(e: BaseException) -> str:
+    """One line for a failed compile. A CompilationError's first line is only its location ("at 2:11:"); the
+    reason is its error_message or, for an exception raised inside code generation, its cause."""
+    lines = str(e).strip().splitlines()
+    text = lines[0] if lines else ""
+    reason = getattr(e, "error_message", None) or (f"{type(e.__cause__).__name__}: {e.__cause__}"
+                                                   if e.__cause__ is not None else None)
+    if reason and type(e).__name__ == "CompilationError":
+        text = f"{text} {' '.join(str(reason).split())}"
+    return f"{type(e).__name__}: {text}"[:500]
 
 
 @contextlib.contextmanager
@@ -133,7 +145,7 @@ def _compiled_mode(kernel_globals: dict) -> Iterator[None]:
     the interpret knob is off (``triton.compile`` cannot call interpreted functions on IR values)."""
     import sys
 
-    from ._compat import interpreted_function_class, jit_function_class
+    from ._compat import interpreted_function_class, jit_function_class, unpatched_language
 
     Interp, JIT = interpreted_function_class(), jit_function_class()
     cache = getattr(_local, "jit_cache", None)
@@ -163,7 +175,8 @@ def _compiled_mode(kernel_globals: dict) -> Iterator[None]:
         convert(kernel_globals)
         if old_knob:
             knobs.runtime.interpret = False
-        yield
+        with unpatched_language():
+            yield
     finally:
         if old_knob:
             knobs.runtime.interpret = old_knob

@@ -251,3 +251,8 @@ def flag_kernel(x_ptr, y_ptr, n, negate, BLOCK: tl.constexpr):
     if negate:  # a bool argument: an i1 scalar
         x = -x
     tl.store(y_ptr + offs, x, mask=m)
+
+
+@triton.jit
+def block_sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    tl.store(y_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
