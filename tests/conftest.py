@@ -2,6 +2,14 @@ import os
 
 # Triton reads TRITON_INTERPRET when a kernel is decorated: set it before any test module imports kernels.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# An empty Triton cache per session, as CI has: a warm cache skips code generation and hid a failing compile.
+if "TRITON_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpuemu-test-triton-cache-")
+    atexit.register(shutil.rmtree, os.environ["TRITON_CACHE_DIR"], ignore_errors=True)
 
 import pytest  # noqa: E402
 
