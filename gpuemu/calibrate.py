@@ -83,7 +83,7 @@ def _case_error(spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output
         return (0.0, False) if torch.equal(output.cpu(), ref) else (math.inf, True)
     err = elementwise_error(output.detach().to("cpu", torch.float64), ref, dtype)
     s = torch.maximum(scale, ref.abs())
-    rounded = spec.rounded(x64, dict(spec.kwargs, **kwargs), ref) if spec.rounded else None
+    rounded = spec.rounded_magnitude(x64, kwargs, ref)
     excess = (err - rounding_allowance(ref, dtype, rounded=rounded)).clamp_min(0.0)
     ratio = torch.where(excess > 0, excess / s.clamp_min(1e-300), torch.zeros_like(excess))
     return (float(ratio.max()) if ratio.numel() else 0.0), bool((err > 0).any())

@@ -232,7 +232,7 @@ class Oracle:
         import torch
 
         out = output.detach().to("cpu", torch.float64)
-        rounded = spec.rounded(inputs64, dict(spec.kwargs, **kwargs), ref) if spec.rounded else None
+        rounded = spec.rounded_magnitude(inputs64, kwargs, ref)
         bound = bounds(scale, ref, tol, dtype, rounded=rounded)
         ref_fin, out_fin = ref.isfinite(), out.isfinite()
         note = ""

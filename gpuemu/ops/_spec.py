@@ -69,6 +69,10 @@ class OpSpec:
     rounded: Callable[..., Any] | None = None
     rounded_doc: str = ""
 
+    def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any) -> Any:
+        """``rounded`` on fp64 inputs with the op's default kwargs filled in; None for ops without one."""
+        return self.rounded(inputs64, dict(self.kwargs, **kwargs), ref) if self.rounded else None
+
     def dims_of_role(self, *roles: str) -> list[str]:
         return [d for d, r in self.dims.items() if r in roles]
 
