@@ -4,6 +4,12 @@ line and exit code 2. Anything else escaping the CLI is a bug in gpuemu (exit 10
 from __future__ import annotations
 
 
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message``: how gpuemu quotes an exception it reports instead of raising."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
 class GpuemuError(Exception):
     """Root of every error gpuemu raises on purpose."""
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..errors import InvalidArgument, TargetError
+from ..errors import InvalidArgument, TargetError, one_line
 
 
 @dataclass(frozen=True)
@@ -240,8 +240,7 @@ def record_launches(fn, args: list | tuple = (), kwargs: Mapping[str, Any] | Non
             fn(*args, **dict(kwargs or {}))
         except Exception as e:
             if not sink:
-                raise TargetError(f"the example launch raised before launching a Triton kernel: "
-                                  f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                raise TargetError(f"the example launch raised before launching a Triton kernel: {one_line(e)}"
                                   ) from None
     return list(sink)
 

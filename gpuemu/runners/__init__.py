@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import one_line
 from .launches import Launch, observe_launches
 from .poison import poison_allocations
 
@@ -85,7 +86,7 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
         out.error = e
         tb = traceback.extract_tb(e.__traceback__)
         where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-        out.error_text = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}{where}"
+        out.error_text = one_line(e) + where
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, one_line
 
 _local = threading.local()
 
@@ -129,13 +129,13 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
 def _error_text(e: BaseException) -> str:
     """One line for a failed compile. A CompilationError's first line is only its location ("at 2:11:"); the
     reason is its error_message or, for an exception raised inside code generation, its cause."""
-    lines = str(e).strip().splitlines()
-    text = lines[0] if lines else ""
-    reason = getattr(e, "error_message", None) or (f"{type(e.__cause__).__name__}: {e.__cause__}"
-                                                   if e.__cause__ is not None else None)
-    if reason and type(e).__name__ == "CompilationError":
-        text = f"{text} {' '.join(str(reason).split())}"
-    return f"{type(e).__name__}: {text}"[:500]
+    text = one_line(e)
+    if type(e).__name__ == "CompilationError":
+        cause = e.__cause__
+        reason = e.error_message or (f"{type(cause).__name__}: {cause}" if cause is not None else None)
+        if reason:
+            text = f"{text} {' '.join(str(reason).split())}"
+    return text[:500]
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import KernelFinding
+from ..errors import KernelFinding, one_line
 from . import _compat, libdevice, numerics
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
@@ -374,9 +374,7 @@ def _translate(e: BaseException, state: LaunchState) -> BaseException:
                                             f"({where})", kernel=state.kernel, site=site, construct=str(e))
     if isinstance(e, Exception):
         inner = e.__cause__ if type(e).__name__ == "InterpreterError" and e.__cause__ else e
-        text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
-        err = KernelError(f"{type(inner).__name__}: {text} {where}")
-        return err
+        return KernelError(f"{one_line(inner)} {where}")
     return e
 
 
