@@ -17,8 +17,10 @@ from .errors import RulePackError
 
 SCHEMA_VERSION = 1
 _DTYPES = ("fp32", "fp16", "bf16")
-_TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance"}
+_TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
+             "check", "oracle", "requires"}  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
 _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool}
+_ORACLE_KEYS = {"framework_factor": float, "preconditions": str}
 _HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str, "max_snapshot_mb": float,
               "max_store_mb": float}
 
@@ -79,7 +81,7 @@ def _validate(doc: Any, path: str) -> dict:
                 v = entry[k]
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
                     raise _fail(path, f"{key}.{k}", f"must be a number >= 0, got {v!r}")
-    for section, keys in (("fuzz", _FUZZ_KEYS), ("hook", _HOOK_KEYS)):
+    for section, keys in (("fuzz", _FUZZ_KEYS), ("hook", _HOOK_KEYS), ("oracle", _ORACLE_KEYS)):
         sec = doc.get(section, {}) or {}
         if not isinstance(sec, dict):
             raise _fail(path, section, "expected a mapping")
@@ -92,6 +94,21 @@ def _validate(doc: Any, path: str) -> dict:
                 ok = True
             if not ok:
                 raise _fail(path, f"{section}.{k}", f"expected {want.__name__}, got {v!r}")
+    oracle = doc.get("oracle") or {}
+    if oracle.get("preconditions", "fail") not in ("fail", "warn"):
+        raise _fail(path, "oracle.preconditions", f"must be fail or warn, got {oracle['preconditions']!r}")
+    if float(oracle.get("framework_factor", 2.0)) < 0:
+        raise _fail(path, "oracle.framework_factor", "must be >= 0 (0 turns the framework rule off)")
+    requires = doc.get("requires", {}) or {}
+    if not isinstance(requires, dict):
+        raise _fail(path, "requires", "expected a mapping of launcher (file.py:function, globs allowed) -> precondition")
+    from .preconditions import Requires
+
+    for target, spec in requires.items():
+        try:
+            Requires.from_dict(spec)
+        except ValueError as e:
+            raise _fail(path, f"requires.{target}", str(e)) from None
     return doc
 
 
@@ -130,6 +147,8 @@ class Settings:
     store: Path
     layers: tuple[str, ...]
     sources: dict = field(default_factory=dict)
+    oracle: dict = field(default_factory=dict)
+    requires: dict = field(default_factory=dict)
 
     def tolerance_table(self):
         from .tolerance import ToleranceTable
@@ -180,4 +199,5 @@ def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.Path
         store_path, sources["store"] = cwd / ".gpuemu", "default"
     return Settings(tolerances=merged.get("tolerances", {}), fuzz=fuzz, hook=hook,
                     bindings=merged.get("bindings", {}) or {}, store=store_path,
-                    layers=tuple(str(p) for p in ordered), sources=sources)
+                    layers=tuple(str(p) for p in ordered), sources=sources,
+                    oracle=dict(merged.get("oracle", {}) or {}), requires=dict(merged.get("requires", {}) or {}))

@@ -22,12 +22,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import bench, calibrate, fuzz, lint, ops, reproduce
+    from . import bench, calibrate, check, fuzz, keygen, lint, ops, reproduce, verify
 
     p = _Parser(prog="gpuemu", description="Catch silently-wrong GPU kernels, without a GPU.")
     p.add_argument("--version", action="version", version=f"gpuemu {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in (fuzz, reproduce, ops, calibrate, bench, lint):
+    for mod in (fuzz, reproduce, ops, calibrate, bench, lint, check, keygen, verify):
         mod.register(sub)
     return p
 

@@ -1,0 +1,229 @@
+"""Writers for a :class:`~.run.CheckResult`: the summary table (text and Markdown), JUnit XML and SARIF 2.1.0.
+
+JUnit: one ``testcase`` per launcher (classname = its module path, name = ``function[op]``), a ``failure``
+carrying the FAIL line as its message and the mismatch report, replay command and case as its text;
+launchers that could not run are ``error``. SARIF: one result per failing launcher, located at the
+``@triton.jit`` line of the kernel it launched (the launcher's ``def`` when no kernel was seen), with
+stable rule ids ``<status>.<kind>`` and a fingerprint of target, op and rule so an alert survives edits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .run import PASSING, CheckResult, KernelResult
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_KIND_TEXT = {
+    "mismatch": "the output differs from the fp64 reference beyond the calibrated tolerance",
+    "nonfinite": "the output is inf/nan where the fp64 reference is finite",
+    "oob": "the kernel read or wrote out of bounds",
+    "exception": "the launcher raised on a valid input of the op",
+    "shape": "the output has the wrong shape", "dtype": "the output has the wrong dtype",
+    "nondeterministic": "two runs of the same input gave different bits",
+    "mutation": "the launcher modified an input", "alias": "the output aliases an input",
+}
+
+
+def rel(path: str | None, root: str) -> str | None:
+    if not path:
+        return None
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def first_failure(k: KernelResult) -> dict | None:
+    return k.failures[0] if k.failures else None
+
+
+def worst_text(k: KernelResult) -> str:
+    """The worst failing case's error as a multiple of its bound ('12.4x' / 'inf'); '' when none failed."""
+    ratios = [w.get("worst_ratio") for w in k.worst.values()]
+    if not ratios:
+        return ""
+    vals = [float("inf") if r is None else float(r) for r in ratios]
+    m = max(vals)
+    return "non-finite" if m == float("inf") else f"{m:.3g}x"
+
+
+def _status_word(k: KernelResult) -> str:
+    return "PASS" if k.ok else k.status.upper()
+
+
+def summary_rows(result: CheckResult) -> list[list[str]]:
+    rows = []
+    for k in result.kernels:
+        f = first_failure(k)
+        note = (f["line"] if f else (k.error or "")) if not k.ok else ""
+        rows.append([_status_word(k), f"{rel(k.file, result.root)}:{k.function}", k.op, ",".join(k.dtypes) or "-",
+                     f"{k.passed}/{k.iterations}", worst_text(k), note])
+    return rows
+
+
+def totals_line(result: CheckResult) -> str:
+    n = len(result.kernels)
+    good = sum(k.ok for k in result.kernels)
+    others = ", ".join(f"{v} {s}" for s, v in sorted(result.counts().items()) if s not in PASSING)
+    cases = sum(k.iterations for k in result.kernels)
+    return (f"{good}/{n} kernels passed" + (f" ({others})" if others else "")
+            + f" · {cases} cases · seed 0x{result.seed:x} · {result.seconds:.1f} s on {result.jobs} worker"
+            + ("s" if result.jobs != 1 else ""))
+
+
+def summary_text(result: CheckResult, width: int = 160) -> str:
+    head = ["status", "kernel", "op", "dtypes", "passed", "worst", "first failure"]
+    rows = summary_rows(result)
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(6)]
+    lines = []
+    for r in [head] + rows:
+        left = "  ".join(c.ljust(w) for c, w in zip(r[:6], widths))
+        room = max(20, width - len(left) - 2)
+        note = r[6] if len(r[6]) <= room else r[6][:room - 1] + "…"
+        lines.append((left + "  " + note).rstrip())
+    lines.append(totals_line(result))
+    return "\n".join(lines)
+
+
+def summary_markdown(result: CheckResult) -> str:
+    """The job-summary table (GitHub renders Markdown from $GITHUB_STEP_SUMMARY)."""
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    out = ["## gpuemu check", "", f"**{totals_line(result)}**", "",
+           "| | kernel | op | dtypes | passed | worst err / bound | first failure |", "|---|---|---|---|---|---|---|"]
+    for r in summary_rows(result):
+        icon = ":white_check_mark:" if r[0] == "PASS" else ":x:"
+        out.append(f"| {icon} {r[0]} | `{esc(r[1])}` | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {esc(r[6])} |")
+    replays = [(k, first_failure(k)) for k in result.kernels if not k.ok and first_failure(k)]
+    if replays:
+        out += ["", "### Replay", "", "```"] + [f"{f['replay']}   # {k.function}" for k, f in replays] + ["```"]
+    out.append("")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ JUnit
+
+
+def failure_text(f: dict) -> str:
+    parts = [f["line"], f"replay: {f['replay']}", f"case: {f.get('case_text') or f['case']}"]
+    if f.get("original_case_text"):
+        parts.append(f"shrunk from: {f['original_case_text']}")
+    if f.get("hint"):
+        parts.append(f"hint: {f['hint']}")
+    if f["verdict"].get("detail"):
+        parts.append(f["verdict"]["detail"])
+    return "\n".join(parts)
+
+
+def junit_xml(result: CheckResult) -> str:
+    n = len(result.kernels)
+    errors = sum(1 for k in result.kernels if k.status == "error")
+    failures = sum(1 for k in result.kernels if not k.ok and k.status != "error")
+    attrs = {"name": "gpuemu check", "tests": str(n), "failures": str(failures), "errors": str(errors),
+             "time": f"{result.seconds:.3f}"}
+    suites = ET.Element("testsuites", attrs)
+    suite = ET.SubElement(suites, "testsuite", dict(attrs, skipped="0", timestamp=result.started,
+                                                   hostname=os.uname().nodename if hasattr(os, "uname") else ""))
+    props = ET.SubElement(suite, "properties")
+    for name, value in [("seed", f"0x{result.seed:x}"), ("device", result.device), ("manifest", result.manifest),
+                        *[(f"version.{k}", str(v)) for k, v in result.versions.items()]]:
+        ET.SubElement(props, "property", {"name": name, "value": value})
+    for k in result.kernels:
+        relfile = rel(k.file, result.root) or k.file
+        classname = relfile[:-3].replace("/", ".") if relfile.endswith(".py") else relfile
+        tc = ET.SubElement(suite, "testcase", {"classname": classname, "name": f"{k.function}[{k.op}]",
+                                               "file": relfile, "time": f"{k.seconds:.3f}"})
+        f = first_failure(k)
+        if k.status == "error" and f is None:
+            el = ET.SubElement(tc, "error", {"message": k.error or "error", "type": "error"})
+            el.text = k.error or ""
+        elif not k.ok:
+            tag = "error" if k.status == "error" else "failure"
+            el = ET.SubElement(tc, tag, {"message": f["line"] if f else k.status,
+                                         "type": f"{k.status}.{f['verdict'].get('kind', '') if f else ''}"})
+            el.text = (failure_text(f) if f else "") + "\n" + _counts_line(k)
+        out = ET.SubElement(tc, "system-out")
+        out.text = _counts_line(k) + f"\nseed: 0x{k.seed:x}"
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _counts_line(k: KernelResult) -> str:
+    s = f"Passed: {k.passed}/{k.iterations}"
+    other = ", ".join(f"{n} {st}" for st, n in sorted(k.statuses.items()) if st != "pass")
+    return s + (f" ({other})" if other else "") + "".join(f" · {d} skipped: {w}" for d, w in k.skipped.items())
+
+
+# ------------------------------------------------------------------------------------------------ SARIF
+
+
+def _location(k: KernelResult, f: dict | None, root: str) -> dict | None:
+    launched = [lch.get("kernel") for lch in (f or {}).get("launches", [])]
+    located = [x for x in k.kernels if x.get("path") and x.get("start_line")]
+    pick = next((x for name in launched for x in located if x["name"] == name), located[0] if located else None)
+    if pick is None:
+        return None
+    uri = rel(pick["path"], root)
+    relative = not uri.startswith("/")
+    art: dict = {"uri": uri if relative else Path(uri).as_uri()}
+    if relative:
+        art["uriBaseId"] = "%SRCROOT%"
+    return {"physicalLocation": {"artifactLocation": art,
+                                 "region": {"startLine": pick["start_line"], "endLine": pick["end_line"]}},
+            "logicalLocations": [{"name": pick["name"], "fullyQualifiedName": f"{uri}:{pick['name']}",
+                                  "kind": "function"}]}
+
+
+def sarif_log(result: CheckResult, *, command_line: str | None = None) -> dict:
+    from .. import __version__
+
+    results, rule_ids = [], []
+    for k in result.kernels:
+        if k.ok:
+            continue
+        f = first_failure(k)
+        kind = f["verdict"].get("kind", "other") if f else "launcher"
+        rid = f"{k.status}.{kind}"
+        if rid not in rule_ids:
+            rule_ids.append(rid)
+        text = (failure_text(f) if f else f"{k.target} could not be fuzzed: {k.error}") + "\n" + _counts_line(k)
+        res: dict = {"ruleId": rid, "ruleIndex": rule_ids.index(rid),
+                     "level": "error" if k.status in ("fail", "error") else "warning",
+                     "message": {"text": text},
+                     "partialFingerprints": {"gpuemuCheck/v1": hashlib.sha256(
+                         f"{rel(k.file, result.root)}:{k.function}|{k.op}|{rid}".encode()).hexdigest()[:32]},
+                     "properties": {"target": rel(k.file, result.root) + ":" + k.function, "op": k.op,
+                                    "status": k.status, "passed": k.passed, "iterations": k.iterations,
+                                    "seed": f"0x{k.seed:x}", "replay": f["replay"] if f else None,
+                                    "case": f["case"] if f else None, "hint": f.get("hint") if f else None}}
+        loc = _location(k, f, result.root)
+        if loc:
+            res["locations"] = [loc]
+        results.append(res)
+    rules = []
+    for rid in rule_ids:
+        status, _, kind = rid.partition(".")
+        what = _KIND_TEXT.get(kind, f"verdict kind {kind!r}")
+        rules.append({"id": rid, "name": "".join(w.capitalize() for w in rid.replace("-", ".").split(".")),
+                      "shortDescription": {"text": f"{status.upper()}: {what}"},
+                      "fullDescription": {"text": f"gpuemu fuzzed the launcher against the op's fp64 oracle and a "
+                                                  f"case ended with status {status!r}: {what}."},
+                      "help": {"text": "Run the replay command in the result's message on any machine (no GPU "
+                                       "needed) to reproduce the failing case from its stored bytes."},
+                      "defaultConfiguration": {"level": "error" if status in ("fail", "error") else "warning"},
+                      "properties": {"tags": ["correctness", "gpu", "triton"], "precision": "very-high"}})
+    invocation: dict = {"executionSuccessful": True}
+    if command_line:
+        invocation["commandLine"] = command_line
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "gpuemu-check", "semanticVersion": __version__, "version": __version__,
+                            "rules": rules}},
+        "automationDetails": {"id": "gpuemu-check/"},
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(result.root).resolve().as_uri() + "/"}},
+        "invocations": [invocation], "columnKind": "unicodeCodePoints", "results": results,
+        "properties": {"seed": f"0x{result.seed:x}", "device": result.device, "versions": result.versions}}]}

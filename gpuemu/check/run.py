@@ -1,0 +1,353 @@
+"""Fuzzing every launcher of a manifest, in parallel worker processes, into one :class:`CheckResult`.
+
+A worker process runs one launcher at a time through the public ``gpuemu.fuzz`` and sends back plain
+data (dicts), never live objects: a kernel that crashes its process is reported as that kernel's error.
+Statuses are counted as the oracle names them: ``pass`` and ``rejected`` (the launcher refused an input
+outside its declared preconditions with a clear exception) are passing; every other status a verdict
+may carry (``fail``, ``error``, ``precondition``, and any added later) counts against the kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+import zlib
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .manifest import KernelEntry, Manifest
+
+PASSING = frozenset({"pass", "rejected"})
+SCHEMA_VERSION = 1
+MAX_FAILURES_KEPT = 20  # per kernel in the reports; the store keeps up to fuzzer.MAX_STORED
+# the order in which a kernel's overall status is chosen when its cases disagree
+_SEVERITY = ("error", "fail", "precondition")
+
+
+def kernel_status(statuses: dict[str, int]) -> str:
+    """``pass`` when every case passed (or was rejected), else the most severe failing status seen."""
+    bad = [s for s, n in statuses.items() if n and s not in PASSING]
+    if not bad:
+        return "pass" if statuses else "error"
+    for s in _SEVERITY:
+        if s in bad:
+            return s if s != "error" or "fail" not in bad else "fail"
+    return sorted(bad)[0]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 16), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class KernelResult:
+    """One launcher's outcome: counts by status, a dtype x strategy matrix, the worst case, the failures."""
+
+    target: str
+    op: str
+    seed: int
+    status: str = "error"
+    iterations: int = 0
+    passed: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    matrix: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # dtype -> strategy -> status -> n
+    worst: dict[str, dict] = field(default_factory=dict)  # dtype -> the failing case farthest beyond its bound
+    failures: list[dict] = field(default_factory=list)  # Failure.to_dict() (+ replay with --store), first shrunk
+    skipped: dict[str, str] = field(default_factory=dict)
+    kernels: list[dict] = field(default_factory=list)  # the @triton.jit kernels it launched: name, path, lines
+    sha256: str | None = None
+    seconds: float = 0.0
+    error: str | None = None  # the launcher could not be fuzzed at all (import error, worker crash)
+    dtypes: list[str] = field(default_factory=list)
+    strategy: str = "default"
+
+    @property
+    def ok(self) -> bool:
+        return self.status in PASSING
+
+    @property
+    def file(self) -> str:
+        return self.target.rpartition(":")[0]
+
+    @property
+    def function(self) -> str:
+        return self.target.rpartition(":")[2]
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "op": self.op, "seed": f"0x{self.seed:x}", "status": self.status,
+                "ok": self.ok, "iterations": self.iterations, "passed": self.passed, "statuses": dict(self.statuses),
+                "matrix": self.matrix, "worst": self.worst, "failures": self.failures, "skipped": self.skipped,
+                "kernels": self.kernels, "sha256": self.sha256, "seconds": self.seconds, "error": self.error,
+                "dtypes": self.dtypes, "strategy": self.strategy}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelResult":
+        kw = dict(d)
+        kw.pop("ok", None)
+        kw["seed"] = int(kw["seed"], 16) if isinstance(kw["seed"], str) else int(kw["seed"])
+        return cls(**kw)
+
+
+@dataclass
+class CheckResult:
+    """Every launcher's result plus what the run was (versions, device, rule packs, seed)."""
+
+    kernels: list[KernelResult]
+    seed: int
+    manifest: str
+    root: str
+    device: str
+    rulepacks: list[str]
+    store: str | None
+    jobs: int
+    seconds: float
+    versions: dict[str, str | None]
+    started: str
+
+    @property
+    def ok(self) -> bool:
+        return all(k.ok for k in self.kernels)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k in self.kernels:
+            out[k.status] = out.get(k.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "tool": "gpuemu check", "ok": self.ok, "seed": f"0x{self.seed:x}",
+                "manifest": self.manifest, "root": self.root, "device": self.device, "rulepacks": self.rulepacks,
+                "store": self.store, "jobs": self.jobs, "seconds": self.seconds, "versions": self.versions,
+                "started": self.started, "counts": self.counts(), "kernels": [k.to_dict() for k in self.kernels]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckResult":
+        return cls(kernels=[KernelResult.from_dict(k) for k in d["kernels"]], seed=int(d["seed"], 16),
+                   manifest=d["manifest"], root=d["root"], device=d["device"], rulepacks=list(d["rulepacks"]),
+                   store=d.get("store"), jobs=int(d["jobs"]), seconds=float(d["seconds"]),
+                   versions=dict(d["versions"]), started=d["started"])
+
+
+def kernel_seed(run_seed: int, entry: KernelEntry) -> int:
+    """Each launcher's seed: its own manifest seed, else the run seed mixed with its target (order-free)."""
+    if entry.seed is not None:
+        return entry.seed
+    name = f"{Path(entry.file).name}:{entry.function}:{entry.op}"
+    return (run_seed * 0x9E3779B1 + zlib.crc32(name.encode())) & 0xFFFFFFFF
+
+
+# ------------------------------------------------------------------------------------------ one launcher
+
+
+def locate_kernels(fn: Callable, names: list[str]) -> list[dict]:
+    """Where each launched kernel is defined: its file and the lines from ``@triton.jit`` to the body's end.
+
+    A Launch records the kernel's name; the JIT object is looked up in the launcher's module globals (and
+    its closure), and the source lines come from ``inspect`` on the wrapped Python function.
+    """
+    import inspect
+
+    scope: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
+    for cell_name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()), getattr(fn, "__closure__", None) or ()):
+        try:
+            scope[cell_name] = cell.cell_contents
+        except ValueError:
+            pass
+    out = []
+    for name in dict.fromkeys(names):
+        found = None
+        for obj in scope.values():
+            inner = getattr(obj, "fn", None)
+            while inner is not None and getattr(inner, "fn", None) is not None and not inspect.isfunction(inner):
+                inner = inner.fn  # autotuner -> heuristics -> JITFunction -> the Python function
+            if inspect.isfunction(inner) and inner.__name__ == name:
+                found = inner
+                break
+        if found is None:
+            out.append({"name": name, "path": None, "start_line": None, "end_line": None})
+            continue
+        try:
+            lines, start = inspect.getsourcelines(found)
+            path = inspect.getsourcefile(found)
+        except (OSError, TypeError):
+            out.append({"name": name, "path": None, "start_line": None, "end_line": None})
+            continue
+        out.append({"name": name, "path": str(Path(path).resolve()) if path else None, "start_line": start,
+                    "end_line": start + len(lines) - 1})
+    return out
+
+
+def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: tuple[str, ...] | None,
+             strategy: str | None, rulepacks: tuple[str, ...], store: str | None, device: str) -> dict:
+    """Fuzz one launcher; returns ``KernelResult.to_dict()``. Errors of the launcher are results, not raises."""
+    from ..errors import GpuemuError, one_line
+
+    t0 = time.perf_counter()
+    res = KernelResult(target=entry.target, op=entry.op, seed=seed, strategy=strategy or "default")
+    try:
+        res.sha256 = sha256_file(entry.file)
+    except OSError as e:
+        res.error = f"cannot read {entry.file}: {e.strerror or e}"
+        return res.to_dict()
+    try:
+        from ..fuzzer import fuzz
+        from ..target import load
+
+        fn = load(entry.target)
+
+        def on_case(i: int, case, verdict) -> None:
+            st = verdict.status
+            res.statuses[st] = res.statuses.get(st, 0) + 1
+            cell = res.matrix.setdefault(case.dtype, {}).setdefault(case.strategy, {})
+            cell[st] = cell.get(st, 0) + 1
+            if st in PASSING:
+                return
+            ratio = verdict.worst_ratio
+            key = float("inf") if ratio is None or ratio != ratio else float(ratio)
+            prev = res.worst.get(case.dtype)
+            if prev is None or key > prev["_key"]:
+                res.worst[case.dtype] = {"_key": key, "worst_ratio": ratio, "max_abs_err": verdict.max_abs_err,
+                                         "tol": verdict.tol, "status": st, "kind": verdict.kind,
+                                         "message": verdict.message, "seed": f"0x{case.seed:x}",
+                                         "case": case.describe()}
+
+        result = fuzz(fn, op=entry.op, iterations=iterations, seed=seed, dtypes=list(dtypes) if dtypes else None,
+                      strategy=strategy, store=store, rulepack=list(rulepacks), device=device, target=entry.target,
+                      on_case=on_case)
+    except GpuemuError as e:
+        res.error = str(e)
+        res.seconds = time.perf_counter() - t0
+        return res.to_dict()
+    except Exception as e:  # a launcher whose module raises on import is that kernel's error, not gpuemu's
+        res.error = one_line(e)
+        res.seconds = time.perf_counter() - t0
+        return res.to_dict()
+    for w in res.worst.values():
+        w.pop("_key", None)
+    res.iterations, res.passed, res.skipped = result.iterations, result.passed, dict(result.skipped)
+    res.dtypes = sorted(res.matrix)
+    suffix = f" --store {store}" if store else ""
+    for f in result.failures[:MAX_FAILURES_KEPT]:
+        d = f.to_dict()
+        d["replay"] = f.replay + suffix
+        d["case_text"] = f.case.describe()
+        d["original_case_text"] = f.original.describe() if f.original else None
+        res.failures.append(d)
+    names = [lch.kernel for f in result.failures for lch in f.launches]
+    if not names:  # a passing launcher: record the kernels it launched on one plain case for the reports
+        names = _launched_names(fn, entry.op, seed, device)
+    res.kernels = locate_kernels(fn, names)
+    res.status = kernel_status(res.statuses) if res.iterations else "error"
+    if not res.iterations:
+        res.error = "; ".join(f"{k} skipped: {v}" for k, v in result.skipped.items()) or "no case ran"
+    res.seconds = time.perf_counter() - t0
+    return res.to_dict()
+
+
+def _launched_names(fn: Callable, op: str, seed: int, device: str) -> list[str]:
+    from ..cases import generate, materialize
+    from ..runners import run_launcher
+
+    try:
+        case = generate(op, seed, dtype="fp32", strategy="fixed")
+        inputs, kwargs = materialize(case, device)
+        return [lch.kernel for lch in run_launcher(fn, [inputs[a.name] for a in case.spec.args], kwargs,
+                                                   device=device).launches]
+    except Exception:  # only for locating the source; the verdicts already stand
+        return []
+
+
+def _worker_init(device: str) -> None:
+    if device == "cpu":  # Triton reads it when a kernel is decorated: before any launcher is imported
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+# ------------------------------------------------------------------------------------------ the whole run
+
+
+def versions() -> dict[str, str | None]:
+    from .. import __version__
+
+    out: dict[str, str | None] = {"gpuemu": __version__, "python": sys.version.split()[0]}
+    for mod in ("torch", "triton"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:
+            out[mod] = None
+    return out
+
+
+def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | None = None,
+              iterations: int | None = None, store: str | None = None, rulepacks: tuple[str, ...] = (),
+              on_done: Callable[[KernelResult], None] | None = None) -> CheckResult:
+    """Fuzz every launcher of ``manifest``; ``jobs`` > 1 runs them in that many worker processes.
+
+    Precedence for each run setting: the argument here (CLI flag) > the manifest entry > the manifest's
+    top level > the rule pack default.
+    """
+    import datetime
+    import random
+
+    run_seed = seed if seed is not None else manifest.seed if manifest.seed is not None else random.getrandbits(32)
+    packs = tuple(_abs(p, manifest.root) for p in (manifest.rulepacks + tuple(rulepacks)))
+    store = store or manifest.store
+    if store is not None:
+        store = _abs(store, os.getcwd())
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    tasks = []
+    for e in manifest.kernels:
+        tasks.append((e, dict(seed=kernel_seed(run_seed, e), iterations=iterations or e.iterations or manifest.iterations,
+                              dtypes=e.dtypes or manifest.dtypes, strategy=e.strategy or manifest.strategy,
+                              rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store,
+                              device=device)))
+    results: dict[int, KernelResult] = {}
+
+    def done(i: int, d: dict) -> None:
+        kr = KernelResult.from_dict(d)
+        results[i] = kr
+        if on_done:
+            on_done(kr)
+
+    if jobs <= 1:
+        _worker_init(device)
+        for i, (e, kw) in enumerate(tasks):
+            done(i, fuzz_one(e, **kw))
+    else:
+        import multiprocessing
+
+        # spawn: a fresh interpreter per worker (fork after torch/Triton threads start is unsafe)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(device,)) as pool:
+            futures: dict[Future, int] = {pool.submit(fuzz_one, e, **kw): i for i, (e, kw) in enumerate(tasks)}
+            from concurrent.futures import as_completed
+
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    d = fut.result()
+                except Exception as ex:  # the worker died (segfault, OOM): that launcher's error
+                    e, kw = tasks[i]
+                    d = KernelResult(target=e.target, op=e.op, seed=kw["seed"],
+                                     error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
+                done(i, d)
+    from .. import config
+
+    layers = list(config.resolve(rulepacks=packs, store=store).layers)
+    # reports name files relative to the working directory (the repository root in CI), as code scanning wants
+    return CheckResult(kernels=[results[i] for i in range(len(tasks))], seed=run_seed, manifest=manifest.path,
+                       root=os.getcwd(), device=device, rulepacks=layers, store=store, jobs=max(1, jobs),
+                       seconds=time.perf_counter() - t0, versions=versions(), started=started)
+
+
+def _abs(p: str, base: str) -> str:
+    return p if os.path.isabs(p) else str((Path(base) / p).resolve())

@@ -1,0 +1,191 @@
+"""``gpuemu check``: fuzz every launcher of the project's manifest; one table, exit 0/1/2, CI outputs."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import sys
+
+from ._common import err, prepare_device, write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "check", help="fuzz every launcher listed in the project's manifest (the CI gate)",
+        description="Fuzz every launcher of the manifest ([tool.gpuemu.check] in pyproject.toml, 'check:' in "
+                    "gpuemu.yaml, or --manifest PATH) against its op's fp64 oracle. Exit 0 when all pass, 1 when "
+                    "any fails, 2 on a usage or configuration error.")
+    p.add_argument("--manifest", metavar="PATH", default=None,
+                   help="manifest file (default: ./pyproject.toml [tool.gpuemu.check], else ./gpuemu.yaml check:)")
+    p.add_argument("-k", dest="patterns", metavar="GLOB", action="append", default=[],
+                   help="only launchers whose function or file:function matches GLOB (repeatable)")
+    p.add_argument("--select", metavar="KEY=VALUE", action="append", default=[],
+                   help="only manifest entries whose KEY equals VALUE, e.g. correct=true (repeatable)")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: the manifest's, else CPUs)")
+    p.add_argument("--iterations", "-n", type=int, default=None, help="cases per launcher (overrides the manifest)")
+    p.add_argument("--seed", type=_seed, default=None, help="run seed (overrides the manifest; default: random)")
+    p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
+    p.add_argument("--rulepack", metavar="PATH", action="append", default=[], help="extra rule pack (repeatable)")
+    p.add_argument("--device", default=None, help="auto (default), cpu or cuda")
+    p.add_argument("--json", metavar="PATH", default=None, help="write the results as JSON ('-' for stdout)")
+    p.add_argument("--junit", metavar="PATH", default=None, help="write JUnit XML")
+    p.add_argument("--sarif", metavar="PATH", default=None, help="write SARIF 2.1.0 (for code scanning)")
+    p.add_argument("--html", metavar="PATH", default=None, help="write the one-file HTML report")
+    p.add_argument("--markdown", metavar="PATH", default=None, help="write the summary table as Markdown "
+                   "(append when PATH exists: it may be $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--attest", metavar="KEY", default=None,
+                   help="sign a Kernel Correctness Report with this ed25519 private key ('gpuemu keygen')")
+    p.add_argument("--attest-out", metavar="PATH", default=None,
+                   help="where to write the signed report (default: gpuemu-report.dsse.json)")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when launchers fail (for upload steps)")
+    p.set_defaults(run=run)
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed {text!r} is not an integer (decimal or 0x-hex)") from None
+
+
+def _filter(kernels, patterns: list[str], selects: list[str]):
+    from ..errors import InvalidArgument
+
+    wanted: list[tuple[str, str]] = []
+    for s in selects:
+        key, eq, value = s.partition("=")
+        if not eq or not key:
+            raise InvalidArgument(f"--select {s!r}: use KEY=VALUE, e.g. --select correct=true")
+        wanted.append((key, value))
+
+    def keep(e) -> bool:
+        if patterns and not any(fnmatch.fnmatchcase(e.function, p) or fnmatch.fnmatchcase(
+                f"{os.path.basename(e.file)}:{e.function}", p) or fnmatch.fnmatchcase(e.target, p) for p in patterns):
+            return False
+        for key, value in wanted:
+            have = e.extra.get(key, getattr(e, key, None))
+            if str(have).lower() != value.lower():
+                return False
+        return True
+
+    return tuple(e for e in kernels if keep(e))
+
+
+class _Progress:
+    """A rich bar over launchers on a terminal; one plain line per finished launcher otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.failed, self.bar = total, 0, 0, None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("gpuemu check"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn(), transient=True,
+                                console=Console(stderr=True))
+            self.task = self.bar.add_task("check", total=total, failed=0)
+            self.bar.start()
+
+    def __call__(self, k) -> None:
+        self.done += 1
+        self.failed += not k.ok
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, failed=self.failed)
+        else:
+            err(f"  [{self.done}/{self.total}] {'PASS' if k.ok else k.status.upper():5} {k.target.rpartition('/')[2]} "
+                f"({k.passed}/{k.iterations}, {k.seconds:.1f} s)")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run(args) -> int:
+    import dataclasses
+    import shlex
+
+    from ..check import manifest as mf
+    from ..check.outputs import junit_xml, sarif_log, summary_markdown, summary_text
+    from ..check.run import run_check
+    from ..errors import InvalidArgument
+
+    for flag in ("jobs", "iterations"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise InvalidArgument(f"--{flag} {v}: must be >= 1")
+    if args.attest and not os.path.isfile(args.attest):  # before minutes of fuzzing, not after
+        raise InvalidArgument(f"--attest {args.attest}: no such key file; create one with 'gpuemu keygen'")
+    where = mf.find() if args.manifest is None else args.manifest
+    device_choice = args.device
+    if device_choice is None:
+        device_choice = "auto"
+    device = prepare_device(device_choice)  # before a function glob imports a launcher file
+    manifest = mf.load(where)
+    if manifest.device and args.device is None:
+        device = prepare_device(manifest.device)
+    kernels = _filter(manifest.kernels, args.patterns, args.select)
+    if not kernels:
+        raise InvalidArgument(f"no launcher of {manifest.path} matches the -k/--select filters")
+    manifest = dataclasses.replace(manifest, kernels=kernels)
+    jobs = args.jobs or manifest.jobs or min(len(kernels), os.cpu_count() or 1)
+    err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {jobs} worker"
+        f"{'s' if jobs != 1 else ''} · device {device}")
+    progress = _Progress(len(kernels))
+    try:
+        result = run_check(manifest, device=device, jobs=jobs, seed=args.seed, iterations=args.iterations,
+                           store=args.store, rulepacks=tuple(args.rulepack), on_done=progress)
+    finally:
+        progress.close()
+    width = 160
+    try:
+        width = max(100, os.get_terminal_size(sys.stderr.fileno()).columns)
+    except OSError:
+        pass
+    err(summary_text(result, width=width))
+    for k in result.kernels:
+        if not k.ok and k.failures:
+            err(f"replay {k.function}: {k.failures[0]['replay']}")
+    if args.json:
+        write_json(args.json, result.to_dict())
+    if args.junit:
+        _write(args.junit, junit_xml(result), "--junit")
+    if args.sarif:
+        import json
+
+        cmd = "gpuemu " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["check"] else None
+        _write(args.sarif, json.dumps(sarif_log(result, command_line=cmd), indent=2) + "\n", "--sarif")
+    if args.html:
+        from ..report.html import render
+
+        _write(args.html, render(result), "--html")
+    if args.markdown:
+        _write(args.markdown, summary_markdown(result), "--markdown", append=True)
+    if args.attest:
+        from ..report.attest import sign_check
+
+        out = args.attest_out or "gpuemu-report.dsse.json"
+        import json
+
+        envelope = sign_check(result, key_path=args.attest)
+        _write(out, json.dumps(envelope, indent=2) + "\n", "--attest-out")
+        err(f"signed Kernel Correctness Report: {out} (verify: gpuemu verify {out} --key PUBLIC_KEY)")
+    return 0 if result.ok or args.exit_zero else 1
+
+
+def _write(dest: str, text: str, flag: str, append: bool = False) -> None:
+    from ..errors import StoreError
+
+    try:
+        if os.path.dirname(dest):
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+        if append and os.path.exists(dest):
+            with open(dest, "a", encoding="utf-8") as f:
+                f.write(text)
+            return
+        tmp = dest + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, dest)
+    except OSError as e:
+        raise StoreError(f"cannot write {flag} {dest}: {e.strerror or e}") from None

@@ -1,0 +1,51 @@
+"""``gpuemu verify REPORT --key PUB [--sources DIR]``: check a signed Kernel Correctness Report offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._common import err, write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("verify", help="verify a signed Kernel Correctness Report offline",
+                       description="Verify REPORT's ed25519 signature with the public key and, with --sources, "
+                                   "that every kernel file and rule pack it names still has the signed sha256. "
+                                   "Exit 0 verified, 1 not verified, 2 usage error.")
+    p.add_argument("report", metavar="REPORT", help="the DSSE envelope written by 'gpuemu check --attest'")
+    p.add_argument("--key", required=True, metavar="PUB", help="the signer's ed25519 public key (PEM)")
+    p.add_argument("--sources", metavar="DIR", default=None, help="project root to check the subjects' hashes against")
+    p.add_argument("--json", metavar="PATH", default=None, help="write the verification as JSON ('-' for stdout)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..errors import InvalidArgument
+    from ..report.attest import verify
+
+    try:
+        data = Path(args.report).read_bytes()
+    except OSError as e:
+        raise InvalidArgument(f"{args.report}: cannot read the report: {e.strerror or e}") from None
+    v = verify(data, public_key_path=args.key, sources=args.sources)
+    if args.json:
+        write_json(args.json, v.to_dict())
+    if not v.ok:
+        for p in v.problems:
+            err(f"FAIL {p}")
+        err(f"NOT VERIFIED: {args.report}")
+        return 1
+    pred = v.statement["predicate"]
+    s = pred["summary"]
+    err(f"OK signature valid: ed25519 key {v.key_id[:16]}…")
+    err(f"   gpuemu {pred['tool']['version']} · torch {pred['environment']['torch']} · triton "
+        f"{pred['environment']['triton']} · device {pred['environment']['device']} · seed {pred['run']['seed']} · "
+        f"{pred['run']['started']}")
+    err(f"   {s['passed']}/{s['kernels']} kernels passed, {s['cases']} cases; verdicts {s['verdicts']}")
+    if args.sources is not None:
+        err(f"   {len(v.checked)} subject files match their signed sha256 under {args.sources}"
+            + (f" ({len(v.unchecked)} outside it not checked: {', '.join(v.unchecked)})" if v.unchecked else ""))
+    else:
+        err(f"   {len(v.statement['subject'])} subjects (pass --sources DIR to check their hashes)")
+    err(f"VERIFIED: {args.report}")
+    return 0
