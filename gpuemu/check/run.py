@@ -58,7 +58,8 @@ class KernelResult:
     iterations: int = 0
     passed: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
-    matrix: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # dtype -> strategy -> status -> n
+    # dtype -> strategy facet (shape kind, layout, value distribution) -> status -> n
+    matrix: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     worst: dict[str, dict] = field(default_factory=dict)  # dtype -> the failing case farthest beyond its bound
     failures: list[dict] = field(default_factory=list)  # Failure.to_dict() (+ replay with --store), first shrunk
     skipped: dict[str, str] = field(default_factory=dict)
@@ -136,6 +137,16 @@ class CheckResult:
                    versions=dict(d["versions"]), started=d["started"])
 
 
+def strategy_facets(case) -> list[str]:
+    """The columns of the report's matrix a case counts in: what the strategy drew for its shape, layout
+    and values (the default strategy mixes all three), plus a named non-default strategy itself."""
+    out = [f"shape:{case.shape_kind}", "layout:" + ("contiguous" if case.is_contiguous() else "strided"),
+           f"values:{case.values}"]
+    if case.strategy != "default":
+        out.insert(0, f"strategy:{case.strategy}")
+    return out
+
+
 def kernel_seed(run_seed: int, entry: KernelEntry) -> int:
     """Each launcher's seed: its own manifest seed, else the run seed mixed with its target (order-free)."""
     if entry.seed is not None:
@@ -206,8 +217,9 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         def on_case(i: int, case, verdict) -> None:
             st = verdict.status
             res.statuses[st] = res.statuses.get(st, 0) + 1
-            cell = res.matrix.setdefault(case.dtype, {}).setdefault(case.strategy, {})
-            cell[st] = cell.get(st, 0) + 1
+            for facet in strategy_facets(case):
+                cell = res.matrix.setdefault(case.dtype, {}).setdefault(facet, {})
+                cell[st] = cell.get(st, 0) + 1
             if st in PASSING:
                 return
             ratio = verdict.worst_ratio

@@ -1,0 +1,135 @@
+"""The pytest plugin, through pytester in a fresh process: the pytest11 entry point loads it, a marked
+launcher and the gpuemu_fuzz fixture pass on a correct kernel and fail on a buggy one with the FAIL line,
+mismatch report and replay command, in the terminal, in the JUnit XML, and under pytest-xdist."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _add_last_dropped(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=offs < n - 1, other=0.0).to(tl.float32)  # BUG: drops y's last element
+    tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(kernel, x, y):
+    xc, yc = x.contiguous(), y.contiguous()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = out.numel()
+    kernel[(triton.cdiv(n, 256),)](xc, yc, out, n, BLOCK=256)
+    return out
+
+
+def add(x, y):
+    return _launch(_add_kernel, x, y)
+
+
+def add_buggy(x, y):
+    return _launch(_add_last_dropped, x, y)
+'''
+
+TESTS = '''
+import pytest
+import kernels
+
+add = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(kernels.add)
+add_buggy = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(kernels.add_buggy)
+
+
+def test_fixture_pass(gpuemu_fuzz):
+    r = gpuemu_fuzz(kernels.add, op="add", dtypes=["fp32"])
+    assert r.passed == r.iterations > 0
+
+
+@pytest.mark.gpuemu(op="add", dtypes=["fp32"])
+def test_fixture_fail_with_marker_defaults(gpuemu_fuzz):
+    gpuemu_fuzz(kernels.add_buggy)
+'''
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makepyfile(kernels=KERNELS, test_gate=TESTS)
+    return pytester
+
+
+def _run(project, *args):
+    env_store = str(project.path / "store")
+    return project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-iterations", "3", "--gpuemu-store",
+                                        env_store, *args, timeout=300)
+
+
+def _check_failure_text(text: str) -> None:
+    assert "FAIL seed=0x" in text and "dtype=fp32" in text
+    assert "Mismatched elements:" in text and "Greatest absolute difference:" in text
+    assert "replay: gpuemu reproduce 0x" in text and "--store" in text
+
+
+def test_marker_and_fixture_pass_and_fail_with_report_and_junit(project):
+    junit = project.path / "junit.xml"
+    res = _run(project, "-v", f"--junitxml={junit}", "-o", "junit_family=xunit1")
+    res.assert_outcomes(passed=2, failed=2)
+    out = res.stdout.str()
+    assert "gpuemu: Triton kernels run under the interpreter" in out  # the entry point loaded the plugin
+    assert "test_gate.py::add PASSED" in out and "test_gate.py::add_buggy FAILED" in out
+    assert "test_fixture_pass PASSED" in out and "test_fixture_fail_with_marker_defaults FAILED" in out
+    _check_failure_text(out)
+    root = ET.parse(junit).getroot()
+    cases = {tc.get("name"): tc for tc in root.iter("testcase")}
+    fail = cases["add_buggy"].find("failure")
+    assert fail is not None
+    _check_failure_text(fail.text)
+    props = {p.get("name"): p.get("value") for p in cases["add_buggy"].iter("property")}
+    assert props["gpuemu_replay"].startswith("gpuemu reproduce 0x") and props["gpuemu_seed"].startswith("0x")
+    assert cases["add"].find("failure") is None
+    # the replay command the report printed reproduces the failure from the stored bytes
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(project.path), TRITON_INTERPRET="1")
+    rep = subprocess.run([sys.executable, "-m", "gpuemu", *props["gpuemu_replay"].split()[1:]], cwd=project.path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 1, rep.stderr
+    assert "reproduced: same verdict" in rep.stderr
+
+
+def test_same_results_under_xdist(project):
+    pytest.importorskip("xdist")
+    res = _run(project, "-n", "2", "-v")
+    res.assert_outcomes(passed=2, failed=2)
+    out = res.stdout.str()
+    assert "[gw0]" in out or "[gw1]" in out
+    _check_failure_text(out)
+
+
+def test_marker_with_an_unknown_keyword_is_a_usage_error(pytester):
+    pytester.makepyfile(kernels=KERNELS, test_bad='''
+import pytest, kernels
+add = pytest.mark.gpuemu(op="add", iterationz=3)(kernels.add)
+''')
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    assert res.ret != 0
+    assert "unknown keyword 'iterationz'" in res.stderr.str() + res.stdout.str()
