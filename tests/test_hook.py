@@ -14,7 +14,7 @@ import triton.language as tl
 import gpuemu.hook as hook
 from gpuemu.errors import InvalidArgument, RulePackError, UnknownOp
 from gpuemu.hook.bindings import parse_bindings
-from gpuemu.hook.sampling import Budget, Sampler, Site, shape_bucket
+from gpuemu.hook.sampling import BUDGET, Budget, Sampler, Site, shape_bucket
 from gpuemu.hook.settings import resolve_settings
 from gpuemu.store import Store
 
@@ -225,8 +225,9 @@ def test_budget_caps_shadow_time_and_defers_first_calls():
     s = Sampler(1.0, bud, seed=0)
     bud.charge(5.0)
     site = Site("k")
-    assert s.decide(site, torch.zeros(2))[0] is False  # over budget: not checked...
-    assert site.shape is None  # ...and the key is tried again on its next call
+    sample, key, reason = s.decide(site, torch.zeros(2))
+    assert sample is False and reason == BUDGET  # over budget: not checked, and the reason is given...
+    assert key not in site.seen  # ...and the key stays new: it is tried again on a later call
     now[0] = 100.0
     assert s.decide(site, torch.zeros(2))[0] is True
 
@@ -278,19 +279,68 @@ def test_unsampled_calls_take_the_fast_path_and_new_shapes_are_checked(hooked):
     assert rt.stats.checks == 2
 
 
-def test_the_gate_answers_unsampled_launches_without_the_chain(hooked):
+def test_disarmed_launches_run_tritons_own_code(hooked):
+    """Between samples no gpuemu code runs: JITFunction.run is Triton's own and the interceptor is out."""
+    from gpuemu.runners import launches
+
+    cls = type(_rms_ok)
     rt = hooked(sample_rate=0.0)
-    shadow = hook._triton_shadow
+    rt.arming.quiet_calls = 4
     x, w = _x()
-    assert shadow.gate(_rms_ok, (x,)) is True  # never seen: the interceptor must see it
+    assert rt.arming.armed and hook._triton_shadow in launches._interceptors  # armed at install
+    for _ in range(6):
+        rms(_rms_ok, x, w)
+    assert rt.stats.checks == 1  # the first call of the key; then 4 quiet calls closed the window
+    assert not rt.arming.armed and hook._triton_shadow not in launches._interceptors
+    assert not hasattr(cls.run, "__gpuemu_wrapped__")  # Triton's own run, no wrapper
+    y = rms(_rms_ok, torch.zeros(3, 100), w[:1].expand(100).contiguous())
+    assert rt.stats.checks == 1 and y.shape == (3, 100)  # disarmed: a new shape is not seen...
+    rt.arming.arm("schedule", sample=True)  # ...until the next window, which checks it
+    assert hasattr(cls.run, "__gpuemu_wrapped__")
+    rms(_rms_ok, torch.randn(3, 100), torch.randn(100))
+    assert rt.stats.checks == 2 and rt.stats.arms["schedule"] == 1
+
+
+def test_a_scheduled_tick_takes_one_random_sample_of_a_seen_key(hooked):
+    rt = hooked(sample_rate=0.001)
+    x, w = _x()
     rms(_rms_ok, x, w)
-    assert shadow.gate(_rms_ok, (x, w)) is False  # same key, countdown running: skip
-    assert shadow.gate(_rms_ok, (torch.zeros(3, 100), w)) is True  # a new shape bucket must be checked
-    assert shadow.gate(_rms_ok) is True  # without the arguments it cannot tell
-    assert shadow.wants == shadow.gate  # launches.py asks wants(kernel, args) before building the chain
-    for _ in range(3):
-        rms(_rms_ok, x, w)  # unsampled: skipped by the gate, the result is still the kernel's
+    rms(_rms_ok, x, w)
     assert rt.stats.checks == 1
+    rt.arming.arm("schedule", sample=True)
+    rms(_rms_ok, x, w)
+    rms(_rms_ok, x, w)
+    assert rt.stats.checks == 2  # the call after the tick, and only that one
+
+
+def test_a_new_key_over_budget_is_counted_under_its_reason(hooked):
+    rt = hooked(budget=1e-9)
+    rt.budget.charge(1.0)
+    x, w = _x()
+    rms(_rms_ok, x, w)
+    assert rt.stats.checks == 0 and rt.stats.skipped == 1
+    assert list(rt.stats.skip_reasons) == [BUDGET]
+
+
+def test_compile_listener_arms_the_hook(hooked):
+    from gpuemu.hook import lint_on_compile
+
+    rt = hooked(sample_rate=0.0)
+    rt.arming.disarm()
+    assert not rt.arming.armed
+    if lint_on_compile._installed is None:
+        pytest.skip("this Triton has no compilation listener")
+    lint_on_compile._installed(src=None, metadata=None, metadata_group={}, times=None, cache_hit=True)
+    assert rt.arming.armed and rt.stats.arms.get("triton compile") == 1
+
+
+def test_checks_are_counted_by_source(hooked):
+    rt = hooked()
+    x, w = _x()
+    rms(_rms_ok, x, w)
+    rms_launcher_ok(x, w)
+    assert rt.stats.checks_by_source == {"triton kernel": 1, "@shadow": 1}
+    assert hook.stats()["checks_by_source"] == {"triton kernel": 1, "@shadow": 1}
 
 
 def test_shadow_mode_survives_a_check_that_raises(hooked, monkeypatch, caplog):

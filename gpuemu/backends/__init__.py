@@ -8,6 +8,12 @@
 patches). ``torch.compile(mode=...)`` reaches the inner backend unchanged. The compiled code is exactly
 the inner backend's, so results are bit for bit those of ``torch.compile(backend=inner)``.
 
+With ``inductor`` (and ``aot_eager``) the backend hooks in between AOTAutograd and the graph compiler
+(``compile_fx(inner_compile=...)``; ``aot_eager(fw_compiler=..., bw_compiler=...)``), so forward,
+backward and inference graphs are each shadowed (:class:`gpuemu.backends.graph.AotGraphShadow`).
+AOTAutograd's cache is bypassed for these compiles: a cache hit would skip the compiler and leave the
+graph unshadowed. Any other inner backend gets the forward-only Dynamo-graph shadow.
+
 The backend is registered under the name ``gpuemu`` by ``import gpuemu.hook`` (only if that name is not
 registered yet: Dynamo asserts on duplicates) and through the ``torch_dynamo_backends`` entry point.
 Importing this package installs nothing; the first compile imports :mod:`gpuemu.hook`, which installs
@@ -65,6 +71,51 @@ def compile_inner(inner: Any, gm: Any, example_inputs: Any, *, mode: str | None,
     return lookup_backend(inner)(gm, example_inputs, **kw)
 
 
+AOT_INNER = ("inductor", "aot_eager")
+
+
+def compile_aot(inner: str, gm: Any, example_inputs: Any, *, mode: str | None, options: dict | None,
+                label: str) -> Any:
+    """Compile as ``torch.compile(backend=inner, mode=, options=)`` does, shadowing each AOTAutograd graph."""
+    import torch
+
+    from .graph import AotGraphShadow, graph_copy
+
+    def shadowed(kind_of, compile_one):
+        def compile_graph(g: Any, inputs: Any, **kw: Any) -> Any:
+            kind = kind_of(kw)
+            try:
+                copy = graph_copy(g)
+            except Exception:  # an uncopyable graph is compiled and run, just not shadowed
+                copy = None
+            out = compile_one(g, inputs, **kw)
+            if copy is None:
+                return out
+            try:
+                sh = AotGraphShadow(out, copy, kind=kind, inner=inner, label=label,
+                                    cudagraphs=bool(kw.get("cudagraphs")))
+            except Exception:
+                return out
+            return out if sh.swappable else sh.boxed()
+
+        return compile_graph
+
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        if inner == "inductor":
+            from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+            wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+            config = dict(wrapper(mode, options, None).config) if wrapper is not None else dict(options or {})
+            inner_compile = shadowed(lambda kw: "graph.backward" if kw.get("is_backward") else "graph.forward",
+                                     compile_fx_inner)
+            return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=config or None)
+        from torch._dynamo.backends.debugging import aot_eager, boxed_nop
+
+        return aot_eager(gm, example_inputs,
+                         fw_compiler=shadowed(lambda kw: "graph.forward", boxed_nop),
+                         bw_compiler=shadowed(lambda kw: "graph.backward", boxed_nop))
+
+
 def _label(gm: Any) -> str:
     try:
         from torch._guards import CompileContext
@@ -86,6 +137,12 @@ def gpuemu_backend(gm: Any, example_inputs: Any, *, options: Mapping[str, Any] |
     inner, inner_opts = parse_options(options)
     import gpuemu.hook  # noqa: F401  - installs the hook (from env + gpuemu.yaml) on first use
 
+    label = _label(gm)
+    if inner in AOT_INNER:
+        try:
+            return compile_aot(inner, gm, example_inputs, mode=mode, options=inner_opts, label=label)
+        finally:
+            gpuemu.hook.ensure_inductor_wrapped()  # novelty: arm, so the new graphs' first calls are checked
     from .graph import ShadowedGraph
 
     shadow_gm = None
@@ -94,10 +151,8 @@ def gpuemu_backend(gm: Any, example_inputs: Any, *, options: Mapping[str, Any] |
             shadow_gm = copy.deepcopy(gm)
         except Exception:  # an uncopyable graph is compiled and run, just not shadowed
             shadow_gm = None
-    label = _label(gm)
-    if inner == "inductor":
-        gpuemu.hook.ensure_inductor_wrapped()
     compiled = compile_inner(inner, gm, example_inputs, mode=mode, options=inner_opts)
+    gpuemu.hook.ensure_inductor_wrapped()
     if shadow_gm is None:
         return compiled
     name = inner if isinstance(inner, str) else getattr(inner, "__name__", repr(inner))
@@ -123,4 +178,4 @@ def register() -> bool:
     return True
 
 
-__all__ = ["gpuemu_backend", "register", "parse_options", "compile_inner", "NAME"]
+__all__ = ["gpuemu_backend", "register", "parse_options", "compile_inner", "compile_aot", "NAME"]

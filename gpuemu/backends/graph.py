@@ -14,13 +14,34 @@ terms keep one lucky eager element from making the bound too tight. Verdicts com
 
 Graphs that draw random numbers (dropout, rand*) are not checked: an eager re-run draws other numbers.
 Only floating outputs are judged; integer and bool outputs are left alone.
+
+Two kinds of graph are shadowed. With Inductor (and ``aot_eager``) as the inner backend, AOTAutograd's
+*forward*, *backward* and *inference* graphs are (:class:`AotGraphShadow`): the aten graph is copied
+before Inductor compiles it, and a sampled call runs the copy eagerly in fp64 (autocast off: the aten
+graph already holds autocast's casts) on the call's own inputs — for a backward graph, the saved
+tensors and the incoming gradients. With any other inner backend, Dynamo's graph is
+(:class:`ShadowedGraph`, forward only). Large outputs are judged on their device: every element's
+error against its bound is computed there, and the ``SKETCH_K`` elements nearest to or over their bound
+go through the Oracle (the count over the bound is of all elements), so a check moves kilobytes, not
+the activations, to the CPU.
+
+Between samples a graph runs no gpuemu code: an Inductor graph's ``current_callable`` is Inductor's own
+while the hook is disarmed and the shadow's only while armed (:func:`arm_all` / :func:`disarm_all`).
+With CUDA graphs (``mode="reduce-overhead"``) the replay happens inside that callable, so the graph is
+still checked as a whole; its kernels, replayed by the CUDA graph, are not checked one by one, and each
+such checked call says so in ``skip_reasons``.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ..hook.judge import judge_against
+
+SKETCH_MIN = 1 << 16  # outputs with more elements are pre-selected on their device
+SKETCH_K = 4096
+CUDAGRAPH_NOTE = "inductor kernels replayed by a CUDA graph: checked as part of their graph, not one by one"
 
 MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
 _RANDOM_WORDS = ("dropout", "rand", "bernoulli", "normal_", "uniform", "multinomial", "poisson", "exponential_",
@@ -60,7 +81,7 @@ def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
     """The per-element scale whose ``rtol`` multiple is the bound of the module docstring."""
     import torch
 
-    e = eager.detach().to("cpu", torch.float64)
+    e = eager.detach().to(ref64.device, torch.float64)
     finite = ref64.isfinite()
     rms = float(ref64[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 0.0
     eerr = (e - ref64).abs().nan_to_num(nan=0.0, posinf=0.0)
@@ -80,23 +101,29 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
 
     worst = None
     worst_i = None
-    notes: dict = {"eager_max_abs_err": [], "judged": []}
+    notes: dict = {"eager_max_abs_err": [], "judged": [], "sketched": []}
     for i, (c, r, e) in enumerate(zip(compiled, ref, eager)):
         if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor) or not isinstance(e, torch.Tensor):
             continue
         label = dtype_label(c.dtype)
         if label not in MULTIPLIER:
             continue
-        ref64 = r.detach().to("cpu", torch.float64)
+        dev = c.device if c.device.type != "meta" else torch.device("cpu")
+        ref64 = r.detach().to(dev, torch.float64)
         if tuple(ref64.shape) != tuple(c.shape):
             v = Verdict(FAIL, "shape", f"output {i}: compiled shape {list(c.shape)} != eager {list(ref64.shape)}")
         else:
             tol = tolerances.get("default", label)
             scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
-            v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,
-                              scale_doc=f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + "
-                                        "rms(eager - ref)) / rtol: eager's own error against fp64")
-            eerr = (e.detach().to("cpu", torch.float64) - ref64).abs()
+            doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
+                   "eager's own error against fp64")
+            if c.numel() > SKETCH_MIN:
+                v = _judge_sketch(c, ref64, scale, tol, label, tolerances, doc)
+                notes["sketched"].append(i)
+            else:
+                v = judge_against(c, ref64.cpu(), dtype=label, tolerances=tolerances, what="graph",
+                                  scale64=scale.cpu(), tol=tol, scale_doc=doc)
+            eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
             notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
         notes["judged"].append(i)
         better = worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))) \
@@ -104,6 +131,62 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
         if better:
             worst, worst_i = v, i
     return worst, worst_i, notes
+
+
+def _judge_sketch(c: Any, ref64: Any, scale: Any, tol: Any, label: str, tolerances: Any, doc: str) -> Any:
+    """Judge a large output: rank every element by error / bound on its device, judge the worst SKETCH_K."""
+    import dataclasses
+
+    import torch
+
+    from ..oracle import _unravel
+    from ..tolerance import bounds
+
+    out64 = c.detach().to(torch.float64).reshape(-1)
+    r = ref64.reshape(-1)
+    sc = scale.reshape(-1)
+    err = (out64 - r).abs()
+    mismatch_nf = out64.isfinite() != r.isfinite()
+    err = torch.where(mismatch_nf, torch.full_like(err, float("inf")), err.nan_to_num(nan=0.0))
+    try:
+        b = bounds(sc, r, tol, label)
+    except Exception:  # a bound the sketch cannot form: rank by relative error instead
+        b = tol.atol + tol.rtol * torch.maximum(sc, r.abs())
+    ratio = err / b.clamp_min(1e-300)
+    over = int((ratio > 1).sum())
+    k = min(SKETCH_K, ratio.numel())
+    idx = torch.topk(ratio, k).indices
+    v = judge_against(c.reshape(-1)[idx], r[idx].cpu(), dtype=label, tolerances=tolerances, what="graph",
+                      scale64=sc[idx].cpu(), tol=tol, scale_doc=doc)
+    full = tuple(int(x) for x in _unravel(int(idx[v.index[0]]), tuple(c.shape))) if v.index else None
+    note = (f"judged on {c.device}: the {k} of {c.numel()} elements nearest to their bound went through the "
+            f"Oracle; {over} of {c.numel()} are over it")
+    return dataclasses.replace(v, index=full, numel=c.numel(), mismatched=max(v.mismatched, over),
+                               detail=(v.detail + "\n" if v.detail else "") + note)
+
+
+# ---------------------------------------------------------------------------------------------- arming
+
+_live: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def arm_all() -> None:
+    """Put the shadow in front of every live graph (the hook is armed)."""
+    for g in list(_live):
+        g.arm()
+
+
+def disarm_all() -> None:
+    """Give every live graph back its compiled callable (the hook is disarmed)."""
+    for g in list(_live):
+        g.disarm()
+
+
+def _armed_runtime() -> Any:
+    from ..hook import runtime
+
+    rt = runtime._current
+    return rt if rt is not None and rt.arming.armed else None
 
 
 class ShadowedGraph:
@@ -130,21 +213,15 @@ class ShadowedGraph:
 
     def __call__(self, *call_args: Any) -> Any:
         rt = self._runtime_mod._current
-        if rt is None or self.gm is None:
+        if rt is None or self.gm is None or not rt.arming.armed:  # between samples: one attribute read
             return self.compiled(*call_args)
-        site = self._site
-        if site is not None and self._rt is rt:
-            site.countdown -= 1
-            if site.countdown > 0:
-                i = site.sig
-                if i is None or getattr(call_args[i], "shape", None) == site.shape:
-                    return self.compiled(*call_args)
         return self._slow(rt, call_args)
 
     def _slow(self, rt: Any, call_args: tuple) -> Any:
         import torch
 
         from ..hook.capture import capture, storage_bytes
+        from ..hook.pipeline import run_check
         from ..hook.sampling import busy, dtype_label
 
         if busy():
@@ -158,7 +235,7 @@ class ShadowedGraph:
                                        and not isinstance(a, torch.nn.Parameter)), None)
             site = self._site
             sig = args[site.sig] if site.sig is not None else None
-            sample, key = rt.sampler.decide(site, sig)
+            sample, key = rt.decide(site, sig)
         except Exception as e:
             rt.internal_error("torch.compile/sample", e)
             return self.compiled(*call_args)
@@ -166,36 +243,20 @@ class ShadowedGraph:
             return self.compiled(*call_args)
         first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
         dtype = dtype_label(first_float.dtype if first_float is not None else None)
-        chk = rt.begin(source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype, bucket=key[1])
-        pre = None
-        try:
-            tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+
+        def capture_(chk):
             if self.random:
                 chk.skip(f"graph draws random numbers ({', '.join(self.random[:3])}): an eager re-run would differ")
             elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
                 chk.skip("graph inputs exceed max_capture_bytes")
             else:
-                pre = capture(tensors)
-        except Exception as e:
-            chk.fail("capture", e)
-        chk.pause()
-        try:
-            out = self.compiled(*call_args)
-        except BaseException:
-            chk.skip("the compiled graph itself raised")
-            try:
-                chk.end()
-            except Exception:
-                pass
-            raise
-        chk.resume()
-        if pre is not None:
-            try:
-                self._judge(rt, chk, args, pre, out)
-            except Exception as e:
-                chk.fail("judge", e)
-        chk.end()
-        return out
+                return capture(tensors)
+            return None
+
+        return run_check(rt, source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype,
+                         bucket=key[1], capture=capture_, call=lambda: self.compiled(*call_args),
+                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out))
 
     def _judge(self, rt: Any, chk: Any, args: tuple, pre: dict, out: Any) -> None:
         import torch
@@ -240,6 +301,174 @@ class ShadowedGraph:
         rt.diverged(chk, verdict, what=f"compiled graph {self.label} output {idx} vs fp64 eager "
                                        f"(inner backend {self.inner})",
                     shape=list(c.shape), record=record, tensors=tensors)
+
+
+class AotGraphShadow:
+    """The shadow of one AOTAutograd graph (forward, backward or inference) compiled by the inner backend.
+
+    ``compiled`` is what the inner compiler returned: Inductor's OutputCode, whose ``current_callable``
+    is swapped while the hook is armed (see the module docstring), or a boxed callable (``aot_eager``),
+    which :meth:`boxed` wraps. ``gm`` is a copy of the aten graph taken before the compiler saw it.
+    """
+
+    def __init__(self, compiled: Any, gm: Any, *, kind: str, inner: str, label: str, cudagraphs: bool = False) -> None:
+        self.compiled = compiled
+        self.gm = gm
+        self.kind = kind  # graph.forward | graph.backward
+        self.inner = inner
+        self.label = f"{label} {kind.split('.')[1]}"
+        self.cudagraphs = cudagraphs
+        self.random = random_nodes(gm)
+        self._site: Any = None
+        self._rt: Any = None
+        self._gm64: Any = None
+        self.original = getattr(compiled, "current_callable", None)
+        self.swappable = self.original is not None
+        self._armed_fn = self._make_armed()
+        _live.add(self)
+        if _armed_runtime() is not None:
+            self.arm()
+
+    def arm(self) -> None:
+        if self.swappable and self.compiled.current_callable is self.original:
+            self.compiled.current_callable = self._armed_fn
+
+    def disarm(self) -> None:
+        if self.swappable and self.compiled.current_callable is self._armed_fn:
+            self.compiled.current_callable = self.original
+
+    def boxed(self) -> Any:
+        """For a compiler whose result is a plain boxed callable: a wrapper that checks when armed."""
+        compiled, armed_fn = self.compiled, self._armed_fn
+
+        def call(args: Any) -> Any:
+            if _armed_runtime() is None:
+                return compiled(args)
+            return armed_fn(args)
+
+        call._boxed_call = True  # type: ignore[attr-defined]
+        return call
+
+    def _make_armed(self) -> Any:
+        def armed(inputs: Any) -> Any:
+            real = self.original if self.swappable else self.compiled
+            rt = _armed_runtime()
+            if rt is None:
+                return real(inputs)
+            return self._slow(rt, real, inputs)
+
+        return armed
+
+    def _slow(self, rt: Any, real: Any, inputs: Any) -> Any:
+        import torch
+
+        from ..hook.capture import capture, storage_bytes
+        from ..hook.pipeline import run_check
+        from ..hook.sampling import busy, dtype_label
+
+        if busy():
+            return real(inputs)
+        args = list(inputs)  # the compiled callable clears its (boxed) argument list
+        try:
+            if self._site is None or self._rt is not rt:
+                self._site = rt.site(("graph", id(self)), self.label)
+                self._rt = rt
+                tensors_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+                self._site.sig = next((i for i in tensors_at if not isinstance(args[i], torch.nn.Parameter)),
+                                      tensors_at[0] if tensors_at else None)
+            site = self._site
+            sig = args[site.sig] if site.sig is not None and site.sig < len(args) else None
+            sample, key = rt.decide(site, sig)
+        except Exception as e:
+            rt.internal_error(f"torch.compile/{self.kind}/sample", e)
+            return real(inputs)
+        if not sample:
+            return real(inputs)
+        if self.cudagraphs:
+            rt.stats.skip_reasons[CUDAGRAPH_NOTE] = rt.stats.skip_reasons.get(CUDAGRAPH_NOTE, 0) + 1
+        first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+        dtype = dtype_label(first_float.dtype if first_float is not None else None)
+        tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+
+        def capture_(chk):
+            if self.random:
+                chk.skip(f"graph draws random numbers ({', '.join(self.random[:3])}): an eager re-run would differ")
+            elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
+                chk.skip("graph inputs exceed max_capture_bytes")
+            else:
+                return capture(tensors)
+            return None
+
+        return run_check(rt, source="torch.compile", name=self.label, kind=self.kind, op=None, dtype=dtype,
+                         bucket=key[1], capture=capture_, call=lambda: real(inputs),
+                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out))
+
+    def _judge(self, rt: Any, chk: Any, args: list, pre: dict, out: Any) -> None:
+        import torch
+
+        from .fp64 import Fp64Mode, to_fp64
+
+        inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
+        with torch.no_grad(), _no_autocast():
+            if self._gm64 is None:
+                self._gm64 = _fp64_copy(self.gm)
+            in64 = [to_fp64(x) for x in inputs]
+            with Fp64Mode():
+                ref = flat_outputs(self._gm64(*in64))
+            eager = flat_outputs(self.gm(*inputs))
+        compiled = flat_outputs(out)
+        verdict, idx, notes = judge_outputs(compiled, ref, eager, rt.tolerances)
+        if verdict is None:
+            chk.skip("no floating output to judge")
+            return
+        chk.verdict = verdict
+        if verdict.status != "fail":
+            return
+        record = {"hook": {"inner": self.inner, "label": self.label, "graph_kind": self.kind, "output_index": idx,
+                           "notes": notes}}
+        tensors: dict = {f"in.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+        try:
+            from .graph_io import graph_to_json
+
+            doc, consts = graph_to_json(self.gm)
+            record["hook"]["graph"] = doc
+            tensors.update(consts)
+        except Exception as e:  # still a divergence; only the replay is lost
+            record["hook"]["graph"] = None
+            record["hook"]["graph_unsupported"] = f"{type(e).__name__}: {e}"
+            record["hook"]["code"] = getattr(self.gm, "code", None)
+        for i, c in enumerate(compiled):
+            if isinstance(c, torch.Tensor):
+                tensors[f"out.{i}"] = c.detach()
+        c = compiled[idx]
+        rt.diverged(chk, verdict, what=f"{self.kind.replace('.', ' ')} {self.label} output {idx} vs fp64 eager "
+                                       f"(inner backend {self.inner})",
+                    shape=list(c.shape), record=record, tensors=tensors)
+
+
+def _no_autocast() -> Any:
+    """Autocast off on every device: an aten graph already holds the casts autocast made when it was traced."""
+    import contextlib
+
+    import torch
+
+    stack = contextlib.ExitStack()
+    for dev in ("cpu", "cuda"):
+        try:
+            stack.enter_context(torch.autocast(dev, enabled=False))
+        except Exception:  # a device type this build lacks
+            pass
+    return stack
+
+
+def graph_copy(gm: Any) -> Any:
+    """A GraphModule over a fresh copy of ``gm``'s graph (compilers rewrite graphs in place)."""
+    import torch.fx
+
+    g = torch.fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return torch.fx.GraphModule(gm, g)
 
 
 def _fp64_copy(gm: Any) -> Any:

@@ -8,12 +8,17 @@ Importing this module installs the hook once, with settings from the environment
 
 Installed, it:
 
-* registers the ``gpuemu`` torch.compile backend (:mod:`gpuemu.backends`) if that name is free;
-* adds a launch interceptor for every ``@triton.jit`` launch (:mod:`gpuemu.hook.triton`): kernels bound
-  to an op (rule pack ``bindings:``) are judged against the op's fp64 reference, others metamorphically;
-* wraps Inductor's ``CachingAutotuner.run`` when Inductor's Triton runtime is present
-  (:mod:`gpuemu.hook.inductor`);
-* activates ``@gpuemu.hook.shadow(op=...)`` launchers (:mod:`gpuemu.hook.decorator`).
+* registers the ``gpuemu`` torch.compile backend (:mod:`gpuemu.backends`) if that name is free: its
+  forward, backward and inference graphs are shadowed by an fp64 eager run of the same graph;
+* listens to Triton's compiles (lint on compile, and novelty: a new kernel arms the hook);
+* while *armed* (:mod:`gpuemu.hook.arming`: after install, a compile, or a scheduled tick), intercepts
+  ``@triton.jit`` launches (:mod:`gpuemu.hook.triton`: kernels bound to an op in the rule pack's
+  ``bindings:`` are judged against the op's fp64 reference, others metamorphically), Inductor's
+  ``CachingAutotuner.run`` (:mod:`gpuemu.hook.inductor`), compiled graphs and
+  ``@gpuemu.hook.shadow(op=...)`` launchers (:mod:`gpuemu.hook.decorator`). While disarmed none of these
+  runs any gpuemu code.
+
+``import gpuemu`` and ``gpuemu reproduce`` install nothing; only importing this module does.
 
 In code: :func:`install` / :func:`uninstall`, and :func:`installed` as a context manager. Divergences are
 logged (``gpuemu.hook`` logger), stored with a snapshot for ``gpuemu reproduce SEED`` and reported through
@@ -64,27 +69,59 @@ def install(*, mode: str | None = None, sample_rate: float | None = None, budget
             _register_backend()
             return None
         rt = Runtime(settings, telemetry)
-        _runtime_mod._set_current(rt)
         _register_backend()
-        _install_triton(rt)
-        _install_inductor()
+        _activate(rt)
         log.debug("gpuemu.hook installed: %s", settings.describe())
         return rt
 
 
 def uninstall() -> None:
-    """Remove the launch interceptor and the Inductor wrapper; the backend then passes calls through."""
+    """Disarm and remove every patch; the backend then passes calls through."""
     with _lock:
         _teardown()
 
 
+def _activate(rt: Runtime) -> None:
+    """Make ``rt`` current: its arming targets, the compile listener and the schedule; armed at once."""
+    global _triton_shadow
+    _runtime_mod._set_current(rt)
+    rt.bindings.update(_extra_bindings)
+    _triton_shadow = None
+    try:
+        import triton  # noqa: F401
+
+        has_triton = True
+    except Exception:
+        has_triton = False
+    if has_triton:
+        from ..runners.launches import add_interceptor, remove_interceptor
+        from . import lint_on_compile
+        from .triton import TritonShadow
+
+        shadow_ = _triton_shadow = TritonShadow(rt)
+        rt.arming.add_target(lambda: add_interceptor(shadow_), lambda: remove_interceptor(shadow_))
+        lint_on_compile.install(rt)
+    from . import inductor
+
+    def arm_inductor() -> None:
+        # Inductor's Triton runtime is heavy to import: wrap it only once something loaded it
+        if inductor.loaded():
+            inductor.install(current)
+
+    rt.arming.add_target(arm_inductor, inductor.uninstall)
+    from ..backends import graph as _graph
+
+    rt.arming.add_target(_graph.arm_all, _graph.disarm_all)
+    rt.arming.arm("install")
+    rt.arming.start()
+
+
 def _teardown() -> None:
     global _triton_shadow
-    from ..runners.launches import remove_interceptor
-
-    if _triton_shadow is not None:
-        remove_interceptor(_triton_shadow)
-        _triton_shadow = None
+    rt = _runtime_mod._current
+    if rt is not None:
+        rt.arming.stop()
+    _triton_shadow = None
     from . import lint_on_compile
 
     lint_on_compile.uninstall()
@@ -92,6 +129,9 @@ def _teardown() -> None:
 
     inductor.uninstall()
     _runtime_mod._set_current(None)
+    from ..backends import graph as _graph
+
+    _graph.disarm_all()
 
 
 def is_installed() -> bool:
@@ -120,9 +160,7 @@ def installed(**kwargs: Any) -> Iterator[Runtime | None]:
         with _lock:
             _teardown()
             if before is not None:
-                _runtime_mod._set_current(before)
-                _install_triton(before)
-                _install_inductor()
+                _activate(before)
 
 
 def bind(kernel: str, op: str, *, inputs: dict | None = None, output: str | None = None,
@@ -137,6 +175,7 @@ def bind(kernel: str, op: str, *, inputs: dict | None = None, output: str | None
     if rt is not None:
         rt.bindings[kernel] = b
         if _triton_shadow is not None:  # re-plan the kernel on its next launch
+            rt.arming.arm("bind")
             for key, site in list(_triton_shadow.sites.items()):
                 if site.name == kernel:
                     del _triton_shadow.sites[key]
@@ -155,53 +194,16 @@ def _register_backend() -> None:
         log.debug("gpuemu backend not registered: %s", e)
 
 
-def _install_triton(rt: Runtime) -> None:
-    global _triton_shadow
-    rt.bindings.update(_extra_bindings)
-    try:
-        import triton  # noqa: F401
-    except Exception:
-        return
-    from ..runners.launches import add_interceptor
-    from .triton import TritonShadow
-
-    _triton_shadow = TritonShadow(rt)
-    add_interceptor(_triton_shadow)
-    from . import lint_on_compile
-
-    lint_on_compile.install(rt)
-
-
-def _install_inductor() -> None:
-    import sys
-
-    from . import inductor
-
-    # Inductor's Triton runtime is heavy to import: wrap it now only where it can launch GPU kernels or is
-    # already loaded; the gpuemu backend wraps it before an Inductor compile otherwise.
-    if "torch._inductor.runtime.triton_heuristics" in sys.modules or _cuda_available():
-        inductor.install(current)
-
-
 def ensure_inductor_wrapped() -> None:
-    """Wrap CachingAutotuner.run if the hook is installed (called before an Inductor compile)."""
-    if _runtime_mod._current is not None:
-        from . import inductor
-
-        inductor.install(current)
-
-
-def _cuda_available() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:
-        return False
+    """A compile happened: arm (the new graph's kernels and Inductor's runtime, now loaded, get wrapped)."""
+    rt = _runtime_mod._current
+    if rt is not None:
+        rt.arming.arm("compile")
 
 
 def stats() -> dict:
-    """Counters of the installed hook (checks, divergences, skipped, internal errors, shadow seconds)."""
+    """Counters of the installed hook: checks (and by source), divergences, skipped with ``skip_reasons``,
+    internal errors, shadow seconds, windows opened (``arms``, by reason)."""
     rt = _runtime_mod._current
     return rt.stats.to_dict() if rt is not None else {}
 

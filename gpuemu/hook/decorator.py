@@ -7,8 +7,8 @@
 
 While the hook is installed, a sampled call copies the op's input tensors before the launcher runs,
 calls it (its own Triton launches are not shadowed again), and judges the returned tensor with the
-Oracle against the op's reference; an input the launcher modified is a divergence too. Unsampled
-calls, and every call while the hook is not installed, go straight to the launcher.
+Oracle against the op's reference; an input the launcher modified is a divergence too. Calls while
+the hook is disarmed (:mod:`gpuemu.hook.arming`) or not installed go straight to the launcher.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Callable, TypeVar
 from ..oracle import FAIL, Verdict
 from .capture import capture, is_tensor, same_bits, storage_bytes
 from .judge import compare_op
+from .pipeline import run_check
 from .sampling import busy, dtype_label
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,13 +47,8 @@ def shadow(fn: F | None = None, *, op: str) -> Any:
             from . import runtime
 
             rt = runtime._current
-            if rt is None:
+            if rt is None or not rt.arming.armed:  # between samples: one attribute read, then the launcher
                 return launcher(*args, **kwargs)
-            site = state.get("site")
-            if site is not None:
-                site.countdown -= 1
-                if site.countdown > 0 and args and getattr(args[0], "shape", None) == site.shape:
-                    return launcher(*args, **kwargs)
             return _slow(rt, spec, launcher, sig, state, args, kwargs)
 
         state: dict = {}
@@ -80,69 +76,56 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
         values = dict(bound.arguments)
         inputs = {a.name: values.get(a.name) for a in spec.args}
         first = next((inputs[a.name] for a in spec.args if a.kind == "float" and is_tensor(inputs[a.name])), None)
-        sample, key = rt.sampler.decide(site, args[0] if args and is_tensor(args[0]) else first)
+        sample, key = rt.decide(site, args[0] if args and is_tensor(args[0]) else first)
     except Exception as e:
         rt.internal_error("shadow/bind", e)
         return launcher(*args, **kwargs)
     if not sample:
         return launcher(*args, **kwargs)
     dtype = dtype_label(first.dtype if first is not None else None)
-    chk = rt.begin(source="shadow", name=name, kind="op", op=spec.name, dtype=dtype, bucket=key[1])
-    pre = None
-    try:
-        tensors = {k: v for k, v in inputs.items() if is_tensor(v)}
+    tensors = {k: v for k, v in inputs.items() if is_tensor(v)}
+
+    def capture_(chk):
         if dtype not in ("fp32", "fp16", "bf16"):
             chk.skip(f"dtype {dtype} has no fp64 reference check")
         elif storage_bytes(tensors.values()) > rt.settings.max_capture_bytes:
             chk.skip("arguments exceed max_capture_bytes")
         else:
-            pre = dict(inputs, **capture(tensors))
-    except Exception as e:
-        chk.fail("capture", e)
-    chk.pause()
-    try:
-        result = launcher(*args, **kwargs)
-    except BaseException:
-        chk.skip("the launcher itself raised")
-        try:
-            chk.end()
-        except Exception:
-            pass
-        raise
-    chk.resume()
-    if pre is not None:
-        try:
-            op_kwargs = {k: values[k] for k in spec.kwargs if k in values}
-            if not is_tensor(result):
-                chk.verdict = Verdict(FAIL, "type", f"returned {type(result).__name__}, expected a torch.Tensor")
-            else:
-                from ..oracle import Oracle
+            return dict(inputs, **capture(tensors))
+        return None
 
-                chk.verdict = compare_op(Oracle(rt.tolerances), spec, dtype, pre, op_kwargs, result)
-            mutated = [k for k, v in tensors.items() if not same_bits(pre[k], v)]
-            if chk.verdict.passed and mutated:
-                chk.verdict = Verdict(FAIL, "mutation", f"the launcher modified its input"
-                                                        f"{'s' if len(mutated) > 1 else ''} "
-                                                        f"{', '.join(repr(m) for m in mutated)} "
-                                                        "(inputs must stay unchanged)")
-            if chk.verdict.status == FAIL:
-                try:
-                    target = target_of(launcher)
-                except Exception:
-                    target = name
-                record = {"target": target, "hook": {"launcher": target, "file": source_file(launcher),
-                                                     "kwargs": _jsonable(op_kwargs),
-                                                     "device": str(first.device) if first is not None else "cpu"}}
-                snap = {f"in.{k}": v for k, v in pre.items() if is_tensor(v)}
-                if is_tensor(result):
-                    snap["out"] = result
-                shape = list(result.shape) if is_tensor(result) else []
-                rt.diverged(chk, chk.verdict, what=f"launcher {name} vs {spec.name} fp64 reference", shape=shape,
-                            record=record, tensors=snap)
-        except Exception as e:
-            chk.fail("judge", e)
-    chk.end()
-    return result
+    def judge(chk, pre, result):
+        op_kwargs = {k: values[k] for k in spec.kwargs if k in values}
+        if not is_tensor(result):
+            chk.verdict = Verdict(FAIL, "type", f"returned {type(result).__name__}, expected a torch.Tensor")
+        else:
+            from ..oracle import Oracle
+
+            chk.verdict = compare_op(Oracle(rt.tolerances), spec, dtype, pre, op_kwargs, result)
+        mutated = [k for k, v in tensors.items() if not same_bits(pre[k], v)]
+        if chk.verdict.passed and mutated:
+            chk.verdict = Verdict(FAIL, "mutation", f"the launcher modified its input"
+                                                    f"{'s' if len(mutated) > 1 else ''} "
+                                                    f"{', '.join(repr(m) for m in mutated)} "
+                                                    "(inputs must stay unchanged)")
+        if chk.verdict.status != FAIL:
+            return
+        try:
+            target = target_of(launcher)
+        except Exception:
+            target = name
+        record = {"target": target, "hook": {"launcher": target, "file": source_file(launcher),
+                                             "kwargs": _jsonable(op_kwargs),
+                                             "device": str(first.device) if first is not None else "cpu"}}
+        snap = {f"in.{k}": v for k, v in pre.items() if is_tensor(v)}
+        if is_tensor(result):
+            snap["out"] = result
+        shape = list(result.shape) if is_tensor(result) else []
+        rt.diverged(chk, chk.verdict, what=f"launcher {name} vs {spec.name} fp64 reference", shape=shape,
+                    record=record, tensors=snap)
+
+    return run_check(rt, source="shadow", name=name, kind="op", op=spec.name, dtype=dtype, bucket=key[1],
+                     capture=capture_, call=lambda: launcher(*args, **kwargs), judge=judge)
 
 
 def _jsonable(d: dict) -> dict:

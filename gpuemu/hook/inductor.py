@@ -2,7 +2,7 @@
 
 Inductor compiles with ``triton.compile`` and launches through ``CachingAutotuner.run(*args, stream=...)``
 (torch >= 2.3, ``torch._inductor.runtime.triton_heuristics``). That method is wrapped at class level
-while the hook is installed and restored on uninstall. Autotune benchmarking never reaches the wrapper's
+only while the hook is armed (:mod:`gpuemu.hook.arming`) and is Inductor's own otherwise. Autotune benchmarking never reaches the wrapper's
 checks: calls with ``benchmark_run=True`` pass through, and the autotuner's own benchmark launches call
 launchers directly, not ``run``.
 
@@ -15,18 +15,20 @@ either launch wrote is compared. The generated kernels' correctness against fp64
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, clone_group, is_tensor, same_bits, storage_bytes
+from .arming import Scope
 from .judge import judge_pair, rms_scale
+from .pipeline import run_check
 from .runtime import Runtime
 from .sampling import busy, dtype_label
 
-_original: Any = None
-_cls: Any = None
 _alt_launchers: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_scope = Scope()
 
 
 def available() -> bool:
@@ -38,10 +40,14 @@ def available() -> bool:
     return True
 
 
+def loaded() -> bool:
+    """True when Inductor's Triton runtime is already imported (importing it only to wrap it is slow)."""
+    return "torch._inductor.runtime.triton_heuristics" in sys.modules
+
+
 def install(get_runtime) -> bool:
-    """Wrap ``CachingAutotuner.run`` once; ``get_runtime()`` returns the current Runtime or None."""
-    global _original, _cls
-    if _original is not None:
+    """Wrap ``CachingAutotuner.run`` (idempotent); ``get_runtime()`` returns the current Runtime or None."""
+    if len(_scope):
         return True
     try:
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
@@ -57,16 +63,17 @@ def install(get_runtime) -> bool:
 
     run.__gpuemu_wrapped__ = original  # type: ignore[attr-defined]
     run.__wrapped__ = original  # type: ignore[attr-defined]
-    CachingAutotuner.run = run
-    _original, _cls = original, CachingAutotuner
+    _scope.set(CachingAutotuner, "run", run)
     return True
 
 
 def uninstall() -> None:
-    global _original, _cls
-    if _original is not None and _cls is not None:
-        _cls.run = _original
-    _original = _cls = None
+    """Restore Inductor's own ``CachingAutotuner.run``."""
+    _scope.undo()
+
+
+def is_wrapped() -> bool:
+    return bool(len(_scope))
 
 
 def _name(tuner: Any) -> str:
@@ -84,19 +91,13 @@ def _arg_names(tuner: Any, n: int) -> list[str]:
 
 
 def _shadowed(rt: Runtime, original, tuner, args, kwargs):
-    site = rt.sites.get(("inductor", id(tuner)))
-    if site is not None:
-        site.countdown -= 1
-        if site.countdown > 0 and args and getattr(args[0], "shape", None) == site.shape:
-            return original(tuner, *args, **kwargs)
     try:
+        site = rt.sites.get(("inductor", id(tuner)))
         if site is None:
             site = rt.site(("inductor", id(tuner)), _name(tuner))
             site.extra["tuner"] = weakref.ref(tuner)
-        sig = next((a for a in args if is_tensor(a)), None)
-        sample, key = rt.sampler.decide(site, args[0] if args and is_tensor(args[0]) else sig)
-        if args and not is_tensor(args[0]):
-            site.shape = None  # no cheap signature: the fast path is off for this kernel
+        sig = args[0] if args and is_tensor(args[0]) else next((a for a in args if is_tensor(a)), None)
+        sample, key = rt.decide(site, sig)
     except Exception as e:
         rt.internal_error("inductor/sample", e)
         return original(tuner, *args, **kwargs)
@@ -107,33 +108,16 @@ def _shadowed(rt: Runtime, original, tuner, args, kwargs):
     first = next(iter(tensors.values()), None)
     dtype = dtype_label(first.dtype if first is not None else None)
     kind = "metamorphic" if len(getattr(tuner, "configs", []) or []) > 1 else "rerun"
-    chk = rt.begin(source="inductor", name=site.name, kind=kind, op=None, dtype=dtype, bucket=key[1])
-    pre = None
-    try:
+
+    def capture_(chk):
         if storage_bytes(tensors.values()) * 2 > rt.settings.max_capture_bytes:
             chk.skip("arguments exceed max_capture_bytes")
-        else:
-            pre = capture(tensors)
-    except Exception as e:
-        chk.fail("capture", e)
-    chk.pause()
-    try:
-        result = original(tuner, *args, **kwargs)
-    except BaseException:
-        chk.skip("the launch itself raised")
-        try:
-            chk.end()
-        except Exception:
-            pass
-        raise
-    chk.resume()
-    if pre is not None:
-        try:
-            _relaunch(rt, chk, tuner, names, args, kwargs, tensors, pre)
-        except Exception as e:
-            chk.fail("relaunch", e)
-    chk.end()
-    return result
+            return None
+        return capture(tensors)
+
+    return run_check(rt, source="inductor", name=site.name, kind=kind, op=None, dtype=dtype, bucket=key[1],
+                     capture=capture_, call=lambda: original(tuner, *args, **kwargs),
+                     judge=lambda chk, pre, _r: _relaunch(rt, chk, tuner, names, args, kwargs, tensors, pre))
 
 
 def _alternative(tuner: Any) -> tuple[Any, str]:
@@ -196,4 +180,4 @@ def _relaunch(rt: Runtime, chk, tuner, names, args, kwargs, tensors, pre) -> Non
                     tensors=snap)
 
 
-__all__ = ["install", "uninstall", "available"]
+__all__ = ["install", "uninstall", "available", "loaded", "is_wrapped"]

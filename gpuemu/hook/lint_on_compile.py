@@ -4,6 +4,9 @@ already produced (no second compile); findings go to the log and OpenTelemetry (
 Triton (3.4+) calls ``triton.knobs.compilation.listener(src=, metadata=, metadata_group=, times=,
 cache_hit=)`` after every ``triton.compile``, with the paths of the .ptx/.cubin it wrote. That knob holds
 one callable, so the hook chains: the listener installed before it keeps being called, first.
+
+A compile is also *novelty*: a kernel (or a new specialization of one) is about to launch for the first
+time, so the listener arms the hook (:mod:`gpuemu.hook.arming`) and that launch is checked.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def make_listener(rt: Any):
     def listener(**kw: Any) -> None:
         if _previous is not None:
             _previous(**kw)
+        try:
+            rt.arming.arm("triton compile")
+        except Exception as e:
+            rt.internal_error("arm on compile", e)
         try:
             from ..lint import from_listener
 

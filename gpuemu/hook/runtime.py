@@ -24,7 +24,9 @@ from ..errors import GpuemuError, StoreError
 from ..oracle import FAIL, PASS, SKIP, Verdict
 from ..store import Store, seed_hex
 from ..telemetry import (ATTR_CHECK, ATTR_DTYPE, ATTR_KERNEL, ATTR_OP, ATTR_SHAPE, ATTR_SOURCE, Telemetry)
+from .arming import Arming
 from .capture import storage_bytes
+from .pipeline import label
 from .sampling import Budget, Sampler, Site, _tls
 from .settings import HookSettings
 
@@ -83,9 +85,19 @@ class Stats:
     snapshots: int = 0
     shadow_seconds: float = 0.0
     skip_reasons: dict = field(default_factory=dict)
+    # checks and divergences by source: graph forward, graph backward, inductor kernel, triton kernel, @shadow
+    checks_by_source: dict = field(default_factory=dict)
+    divergences_by_source: dict = field(default_factory=dict)
+    arms: dict = field(default_factory=dict)  # windows opened, by reason (install, compile, schedule)
+
+    def skip(self, reason: str) -> None:
+        """A call that should have been checked and was not (or a check that could not judge)."""
+        self.skipped += 1
+        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__, skip_reasons=dict(self.skip_reasons))
+        return dict(self.__dict__, skip_reasons=dict(self.skip_reasons), checks_by_source=dict(self.checks_by_source),
+                    divergences_by_source=dict(self.divergences_by_source), arms=dict(self.arms))
 
 
 class Check:
@@ -143,13 +155,15 @@ class Check:
             outcome = "divergence"
         elif v is None or v.status == SKIP or self.skip_reason:
             outcome = "skipped"
-            reason = self.skip_reason or (v.message if v is not None else "no verdict")
-            st.skip_reasons[reason] = st.skip_reasons.get(reason, 0) + 1
-            st.skipped += 1
+            st.skip(self.skip_reason or (v.message if v is not None else "no verdict"))
         else:
             outcome = "pass"
             st.passed += 1
         st.checks += 1
+        lab = label(self.source, self.kind)
+        st.checks_by_source[lab] = st.checks_by_source.get(lab, 0) + 1
+        if self.divergence is not None:
+            st.divergences_by_source[lab] = st.divergences_by_source.get(lab, 0) + 1
         ratio = v.worst_ratio if v is not None and v.worst_ratio is not None else None
         if v is not None and v.status == PASS and ratio is None:
             ratio = 0.0
@@ -184,6 +198,7 @@ class Runtime:
         self._reported: set = set()
         self._lock = threading.Lock()
         self.sites: dict[Any, Site] = {}
+        self.arming = Arming(rate=settings.sample_rate, budget=self.budget, stats=self.stats)
 
     # ------------------------------------------------------------------ sites and sampling
 
@@ -193,6 +208,15 @@ class Runtime:
             with self._lock:
                 s = self.sites.setdefault(key, Site(name))
         return s
+
+    def decide(self, site: Site, sig: Any) -> tuple[bool, tuple]:
+        """For an armed call: (check it?, its key). Counts a due check the budget refused; may disarm."""
+        forced = self.arming.take_sample()
+        sample, key, reason = self.sampler.decide(site, sig, force=forced)
+        if reason is not None:
+            self.stats.skip(reason)
+        self.arming.note(novel=sample)
+        return sample, key
 
     def begin(self, *, source: str, name: str, kind: str, op: str | None, dtype: str, bucket: str) -> Check:
         return Check(self, source, name, kind, op, dtype, bucket)

@@ -3,12 +3,13 @@
 The key of a call is (site, dtype, shape bucket): the site is the kernel, compiled graph or launcher; dtype
 and shape bucket are those of the call's *signature tensor* (its first tensor argument), each dim rounded
 up to a power of two. The first call of a new key is always checked (when the budget allows; otherwise
-the next call of that key is); every other call is checked with probability ``sample_rate``.
+it is counted under the skip reason ``budget`` and tried again on a later call); every other call is
+checked with probability ``sample_rate``, and a scheduled tick of :mod:`gpuemu.hook.arming` forces one
+random sample.
 
-Cheap when not sampled: a site keeps a countdown to its next sampled call, drawn from the geometric
-distribution (which makes every call an independent Bernoulli(p) draw), and the signature tensor's last
-shape and dtype. An unsampled call with an unchanged signature costs one decrement and two compares;
-only a new shape or dtype, or a countdown reaching zero, takes the slow path.
+These decisions are made only while the hook is armed (:mod:`gpuemu.hook.arming`): between samples no
+call reaches this module. A site caches its last signature's key, so an armed call with an unchanged
+signature builds no strings.
 
 Budget: shadow work may use at most ``budget`` of the wall time since install, with an initial allowance
 of ``budget * WINDOW_S`` seconds so that the very first checks can run.
@@ -72,21 +73,25 @@ class Budget:
 class Site:
     """One kernel, graph or launcher: its countdown, last signature and the keys already checked."""
 
-    __slots__ = ("name", "countdown", "shape", "dtype", "seen", "plan", "extra", "sig")
+    __slots__ = ("name", "countdown", "shape", "dtype", "key", "seen", "plan", "extra", "sig")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.countdown = 0  # 0: the next call takes the slow path
+        self.countdown = 0  # calls until the next random sample (0: draw a gap on the next call)
         self.shape: Any = None
         self.dtype: Any = None
+        self.key: tuple | None = None  # the key of (shape, dtype) above
         self.seen: set = set()
         self.plan: Any = None
         self.extra: dict = {}
         self.sig: int | None = None  # position of the signature tensor among the positional arguments
 
 
+BUDGET = "budget: shadow time over its share of wall time; the key is checked on a later call"
+
+
 class Sampler:
-    """Decides on the slow path; the fast path lives in each interceptor (see the module docstring)."""
+    """Decides, for one armed call, whether it is checked (see the module docstring)."""
 
     def __init__(self, rate: float, budget: Budget, *, seed: int | None = None) -> None:
         self.rate = float(rate)
@@ -103,24 +108,25 @@ class Sampler:
         u = 1.0 - self.rng.random()  # (0, 1]
         return int(math.log(u) / math.log1p(-p)) + 1
 
-    def decide(self, site: Site, sig: Any) -> tuple[bool, tuple]:
-        """Slow path: (check this call?, its key). Updates the site's countdown and signature."""
+    def decide(self, site: Site, sig: Any, *, force: bool = False) -> tuple[bool, tuple, str | None]:
+        """(check this call?, its key, why a call that should be checked is not: None or :data:`BUDGET`)."""
         shape = getattr(sig, "shape", None)
         dtype = getattr(sig, "dtype", None)
-        key = (dtype_label(dtype), shape_bucket(shape))
+        key = site.key
+        if key is None or shape != site.shape or dtype != site.dtype:
+            key = (dtype_label(dtype), shape_bucket(shape))
+            site.shape, site.dtype, site.key = shape, dtype, key
         new = key not in site.seen
+        site.countdown -= 1
         due = site.countdown <= 0
         if due:
             site.countdown = self.gap()
-        site.shape, site.dtype = shape, dtype
-        if not (new or due):
-            return False, key
+        if not (new or due or force):
+            return False, key, None
         if not self.budget.allows():
-            if new:
-                site.shape = None  # try the first call of this key again on its next call
-            return False, key
+            return False, key, (BUDGET if new or force else None)
         site.seen.add(key)
-        return True, key
+        return True, key, None
 
 
 _DTYPE_LABELS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",

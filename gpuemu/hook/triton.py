@@ -1,8 +1,10 @@
 """Shadowing @triton.jit launches, through the launch interceptor chain of :mod:`gpuemu.runners.launches`.
 
-Every ``kernel[grid](...)`` reaches :class:`TritonShadow` (``JITFunction.run`` and, under the
-interpreter, ``InterpretedFunction.run``, autotuner and heuristics included). An unsampled launch costs
-one dict lookup, a decrement and a signature compare. A sampled launch is checked one of two ways:
+While the hook is armed (:mod:`gpuemu.hook.arming`), every ``kernel[grid](...)`` reaches
+:class:`TritonShadow` (``JITFunction.run`` and, under the interpreter, ``InterpretedFunction.run``,
+autotuner and heuristics included); while it is disarmed the interceptor is not in the chain and
+``JITFunction.run`` is Triton's own. A sampled launch goes through the one check procedure
+(:func:`gpuemu.hook.pipeline.run_check`), checked one of two ways:
 
 * **op** — the kernel is bound to an op (a rule pack's ``bindings:``, see :mod:`.bindings`): its input
   tensors are copied before the launch (kernels write in place), and the output parameter, after the
@@ -29,6 +31,7 @@ from typing import Any, Callable
 from ..oracle import FAIL, Verdict
 from .capture import capture, clone_group, is_tensor, same_bits, storage_bytes
 from .judge import compare_op, judge_pair, rms_scale
+from .pipeline import run_check
 from .runtime import Check, Runtime
 from .sampling import busy, dtype_label
 
@@ -130,43 +133,7 @@ class TritonShadow:
         self.sites: dict[int, Any] = {}
 
     def __call__(self, kernel, args, kwargs, grid, warmup, call_next):
-        site = self.sites.get(id(kernel))
-        if site is not None:
-            site.countdown -= 1
-            if site.countdown > 0:
-                i = site.sig
-                if i is None:
-                    return call_next(args, kwargs, grid, warmup)
-                try:
-                    t = args[i]
-                    if t.shape == site.shape and t.dtype == site.dtype:
-                        return call_next(args, kwargs, grid, warmup)
-                except (IndexError, AttributeError):
-                    pass
         return self._slow(kernel, args, kwargs, grid, warmup, call_next)
-
-    def gate(self, kernel, args=None) -> bool:
-        """False when this launch is certainly not sampled: the fast path above, answered by the launch
-        wrapper (as ``wants(kernel, args)``) before it builds the interceptor chain."""
-        site = self.sites.get(id(kernel))
-        if site is None or site.countdown <= 1:
-            return True
-        i = site.sig
-        if i is None:
-            site.countdown -= 1
-            return False
-        if args is None:
-            return True
-        try:
-            t = args[i]
-            if t.shape == site.shape and t.dtype == site.dtype:
-                site.countdown -= 1
-                return False
-        except (IndexError, AttributeError):
-            pass
-        return True
-
-    wants = gate  # the launch wrapper's skip-path protocol (gpuemu.runners.launches)
 
     # ------------------------------------------------------------------ slow path
 
@@ -218,7 +185,7 @@ class TritonShadow:
             site = self._site(kernel, args)
             i = site.sig
             sig_t = args[i] if i is not None and i < len(args) and is_tensor(args[i]) else None
-            sample, key = rt.sampler.decide(site, sig_t)
+            sample, key = rt.decide(site, sig_t)
         except Exception as e:
             rt.internal_error("triton/sample", e)
             return call_next(args, kwargs, grid, warmup)
@@ -240,26 +207,20 @@ class TritonShadow:
         except Exception as e:
             rt.internal_error("triton/bind", e)
             return call_next(args, kwargs, grid, warmup)
-        chk = rt.begin(source="triton", name=plan.name, kind="op", op=rb.op, dtype=dtype, bucket=key[1])
-        pre = None
-        try:
-            tensors = {p: v for p, v in bound.items() if is_tensor(v)}
+        tensors = {p: v for p, v in bound.items() if is_tensor(v)}
+
+        def capture_(chk):
             if dtype not in ("fp32", "fp16", "bf16"):
                 chk.skip(f"dtype {dtype} has no fp64 reference check")
             elif storage_bytes(tensors.values()) > rt.settings.max_capture_bytes:
                 chk.skip("arguments exceed max_capture_bytes")
             else:
-                pre = capture(tensors)
-        except Exception as e:
-            chk.fail("capture", e)
-        result = _run_real(chk, call_next, args, kwargs, grid, warmup)
-        if pre is not None:
-            try:
-                self._judge_op(chk, plan, bound, options, grid, pre)
-            except Exception as e:
-                chk.fail("judge", e)
-        chk.end()
-        return result
+                return capture(tensors)
+            return None
+
+        return run_check(rt, source="triton", name=plan.name, kind="op", op=rb.op, dtype=dtype, bucket=key[1],
+                         capture=capture_, call=lambda: call_next(args, kwargs, grid, warmup),
+                         judge=lambda chk, pre, _r: self._judge_op(chk, plan, bound, options, grid, pre))
 
     def _judge_op(self, chk: Check, plan: KernelPlan, bound: dict, options: dict, grid, pre: dict) -> None:
         rt, rb, spec = self.rt, plan.binding, plan.spec
@@ -297,9 +258,9 @@ class TritonShadow:
         except Exception as e:
             rt.internal_error("triton/bind", e)
             return call_next(args, kwargs, grid, warmup)
-        chk = rt.begin(source="triton", name=plan.name, kind="metamorphic", op=None, dtype=dtype, bucket=key[1])
-        pre = alt = None
-        try:
+        alt_box: list = []
+
+        def capture_(chk):
             alt = _alternative_block(plan, bound)
             if not callable(grid):
                 chk.skip("tuple grid: a re-launch with another block size needs a grid computed from the meta-parameters")
@@ -308,17 +269,14 @@ class TritonShadow:
             elif storage_bytes(tensors.values()) * 2 > rt.settings.max_capture_bytes:
                 chk.skip("arguments exceed max_capture_bytes")
             else:
-                pre = capture(tensors)
-        except Exception as e:
-            chk.fail("capture", e)
-        result = _run_real(chk, call_next, args, kwargs, grid, warmup)
-        if pre is not None:
-            try:
-                self._relaunch_and_compare(chk, plan, args, kwargs, grid, call_next, bound, options, pre, alt)
-            except Exception as e:
-                chk.fail("metamorphic", e)
-        chk.end()
-        return result
+                alt_box.append(alt)
+                return capture(tensors)
+            return None
+
+        return run_check(rt, source="triton", name=plan.name, kind="metamorphic", op=None, dtype=dtype,
+                         bucket=key[1], capture=capture_, call=lambda: call_next(args, kwargs, grid, warmup),
+                         judge=lambda chk, pre, _r: self._relaunch_and_compare(chk, plan, args, kwargs, grid, call_next,
+                                                                               bound, options, pre, alt_box[0]))
 
     def _relaunch_and_compare(self, chk, plan, args, kwargs, grid, call_next, bound, options, pre, alt) -> None:
         import torch
@@ -360,22 +318,6 @@ class TritonShadow:
         rt.diverged(chk, worst, what=f"kernel {plan.name} output {worst_p} changes with {name}={value} "
                                      f"(was {bound[name]}): tiling-dependent result",
                     shape=list(bound[worst_p].shape), record=record, tensors=tensors)
-
-
-def _run_real(chk: Check, call_next, args, kwargs, grid, warmup):
-    """The real launch, outside the shadow clock; its exceptions are the host's."""
-    chk.pause()
-    try:
-        result = call_next(args, kwargs, grid, warmup)
-    except BaseException:
-        chk.skip("the launch itself raised")
-        try:
-            chk.end()
-        except Exception:  # strict mode must not mask the host's own exception
-            pass
-        raise
-    chk.resume()
-    return result
 
 
 def _alternative_block(plan: KernelPlan, bound: dict) -> tuple[str, int] | None:

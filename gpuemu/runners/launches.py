@@ -3,8 +3,10 @@
 ``JITFunction.run(self, *args, grid, warmup, **kwargs)`` has this signature in Triton 3.0-3.9 and sees
 every launch (autotuner and heuristics forward to it); under TRITON_INTERPRET=1 the kernel object is an
 ``InterpretedFunction`` with the same ``run``. Triton's own launch hook gets neither arguments nor
-constexprs and never fires under the interpreter, so both ``run`` methods are wrapped, once, at class
-level. With no observer active the wrapper costs one list check.
+constexprs and never fires under the interpreter, so both ``run`` methods are wrapped at class level,
+but only while someone listens: the first interceptor or ``observe_launches`` block puts the wrapper in
+place, and the last one to leave restores Triton's own ``run`` (so the production hook, which adds its
+interceptor only while armed, leaves launches between samples exactly as Triton makes them).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, Iterator
 
 _state = threading.local()
 _installed = False
-_install_lock = threading.Lock()
+_install_lock = threading.RLock()
+_wrapped: list = []  # (class, Triton's run, our wrapper) while installed
 
 
 @dataclass(frozen=True)
@@ -92,14 +95,32 @@ def add_interceptor(fn) -> None:
     An interceptor may carry a ``wants(kernel, args) -> bool`` attribute: when it answers False the
     launch skips it without building the chain, so an unsampled launch costs one cheap call per interceptor.
     """
-    install()
-    if fn not in _interceptors:
-        _interceptors.append(fn)
+    with _install_lock:
+        install()
+        if fn not in _interceptors:
+            _interceptors.append(fn)
 
 
 def remove_interceptor(fn) -> None:
-    if fn in _interceptors:
-        _interceptors.remove(fn)
+    """Take ``fn`` out of the chain; the last listener to leave restores Triton's own ``run``."""
+    with _install_lock:
+        if fn in _interceptors:
+            _interceptors.remove(fn)
+        uninstall_if_idle()
+
+
+def uninstall_if_idle() -> bool:
+    """Restore Triton's own ``run`` methods when no interceptor and no observer is left; True if restored."""
+    global _installed
+    with _install_lock:
+        if _interceptors or _observing or not _installed:
+            return False
+        for cls, original, wrapper in _wrapped:
+            if cls.__dict__.get("run") is wrapper:  # another tool may have wrapped over us: leave it
+                cls.run = original
+        _wrapped.clear()
+        _installed = False
+        return True
 
 
 def _next_wanting(kernel, args, start: int) -> int:
@@ -165,7 +186,9 @@ def install() -> None:
             pass
         for cls in classes:
             if not hasattr(cls.run, "__gpuemu_wrapped__"):
-                cls.run = _wrap(cls.run)
+                original = cls.run
+                cls.run = _wrap(original)
+                _wrapped.append((cls, original, cls.run))
         _installed = True
 
 
@@ -179,13 +202,16 @@ def observe_launches() -> Iterator[list[Launch]]:
     []
     """
     global _observing
-    install()
+    with _install_lock:
+        install()
+        _observing += 1
     seen: list[Launch] = []
     obs = _observers()
     obs.append(seen)
-    _observing += 1
     try:
         yield seen
     finally:
-        _observing -= 1
         obs.remove(seen)
+        with _install_lock:
+            _observing -= 1
+            uninstall_if_idle()
