@@ -231,15 +231,16 @@ def expand(pattern: str, root: Path, path: str = "<manifest>", key: str = "targe
             break
     if not files:
         raise _fail(path, key, f"target {pattern!r}: no Python file matches {file_pat!r} (relative to {root})")
-    if not glob.has_magic(fn_pat):
-        return [f"{f}:{fn_pat}" for f in files]
+    if not glob.has_magic(fn_pat) and not glob.has_magic(file_pat):
+        return [f"{f}:{fn_pat}" for f in files]  # one named launcher: a typo fails loudly when it loads
     import inspect
 
     out = []
     for f in files:
         mod = _import_file(f)
+        # a glob lists the plain public functions the file defines: not its kernels, not what it imports
         names = [n for n, obj in vars(mod).items() if inspect.isfunction(obj) and obj.__module__ == mod.__name__
-                 and not n.startswith("_") and fnmatch.fnmatchcase(n, fn_pat)]
+                 and (not n.startswith("_") or not glob.has_magic(fn_pat)) and fnmatch.fnmatchcase(n, fn_pat)]
         out += [f"{f}:{n}" for n in sorted(names)]
     if not out:
         raise _fail(path, key, f"target {pattern!r}: no function matches {fn_pat!r} in {', '.join(files)}")

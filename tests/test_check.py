@@ -1,0 +1,238 @@
+"""`gpuemu check` over a project manifest: exit codes, the summary table, JSON, JUnit, SARIF (schema-valid,
+located at the @triton.jit line), Markdown, HTML and a signed report, on a small project with a correct and
+two buggy launchers from the example corpus; manifest errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gpuemu.check.outputs import junit_xml, sarif_log, summary_markdown, summary_text
+from gpuemu.check.run import CheckResult, KernelResult, kernel_status
+from gpuemu.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+
+PYPROJECT = """
+[project]
+name = "demo"
+
+[tool.gpuemu.check]
+iterations = 4
+seed = 7
+dtypes = ["fp32"]
+jobs = 2
+
+[[tool.gpuemu.check.kernels]]
+target = "kernels/add.py:add*"
+op = "add"
+
+[[tool.gpuemu.check.kernels]]
+target = "kernels/softmax.py:softmax_tail_leak"
+op = "softmax"
+"""
+
+
+def sarif_validator():
+    jsonschema = pytest.importorskip("jsonschema")
+    with open(os.path.join(DATA, "sarif-schema-2.1.0.json")) as f:
+        return jsonschema.Draft4Validator(json.load(f), format_checker=jsonschema.FormatChecker())
+
+
+def make_project(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    for name in ("add.py", "softmax.py"):
+        shutil.copy(os.path.join(ROOT, "examples", "kernels", name), tmp_path / "kernels" / name)
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """One real `gpuemu check` run (2 workers) with every output, shared by the tests below."""
+    proj = make_project(tmp_path_factory.mktemp("proj"))
+    out = proj / "out"
+    cwd = os.getcwd()
+    os.chdir(proj)
+    try:
+        assert main(["keygen", str(out / "signer")]) == 0
+        rc = main(["check", "--store", str(proj / "store"), "--json", str(out / "r.json"), "--junit",
+                   str(out / "r.xml"), "--sarif", str(out / "r.sarif"), "--html", str(out / "r.html"),
+                   "--markdown", str(out / "summary.md"), "--attest", str(out / "signer.key"),
+                   "--attest-out", str(out / "report.dsse.json")])
+    finally:
+        os.chdir(cwd)
+    return proj, out, rc
+
+
+def test_exit_1_and_every_output(checked, capsys):
+    proj, out, rc = checked
+    assert rc == 1
+    data = json.loads((out / "r.json").read_text())
+    by = {k["target"].rsplit(":", 1)[1]: k for k in data["kernels"]}
+    assert set(by) == {"add", "add_stride", "softmax_tail_leak"}  # the glob found both add launchers
+    assert data["ok"] is False and data["jobs"] == 2 and data["seed"] == "0x7"
+    assert by["add"]["status"] == "pass" and by["add"]["passed"] == by["add"]["iterations"] == 4
+    assert by["softmax_tail_leak"]["status"] == "fail"
+    assert by["add_stride"]["status"] not in ("pass", "rejected")
+    leak = by["softmax_tail_leak"]
+    assert leak["failures"][0]["line"].startswith("FAIL seed=0x") and "--store" in leak["failures"][0]["replay"]
+    assert leak["worst"]["fp32"]["worst_ratio"] > 1
+    # the matrix counts every case once per facet group
+    cells = leak["matrix"]["fp32"]
+    assert sum(sum(c.values()) for f, c in cells.items() if f.startswith("shape:")) == 4
+
+    suites = ET.parse(out / "r.xml").getroot()
+    assert suites.get("tests") == "3" and int(suites.get("failures")) + int(suites.get("errors")) == 2
+    tcs = {tc.get("name"): tc for tc in suites.iter("testcase")}
+    assert tcs["add[add]"].find("failure") is None
+    fail = tcs["softmax_tail_leak[softmax]"].find("failure")
+    assert fail.get("message").startswith("FAIL seed=0x") and "replay: gpuemu reproduce" in fail.text
+    assert tcs["softmax_tail_leak[softmax]"].get("file") == "kernels/softmax.py"
+
+    md = (out / "summary.md").read_text()
+    assert "| :x: FAIL | `kernels/softmax.py:softmax_tail_leak`" in md and "gpuemu reproduce" in md
+    html = (out / "r.html").read_text()
+    assert 'class="row-fail"' in html and "softmax_tail_leak" in html and "<script" not in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
+
+
+def test_sarif_is_schema_valid_and_points_at_the_triton_jit_line(checked):
+    proj, out, _ = checked
+    log = json.loads((out / "r.sarif").read_text())
+    assert sorted(sarif_validator().iter_errors(log), key=str) == []
+    run = log["runs"][0]
+    assert len(run["results"]) == 2
+    ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    for res in run["results"]:
+        assert ids[res["ruleIndex"]] == res["ruleId"]
+        phys = res["locations"][0]["physicalLocation"]
+        assert phys["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
+        lines = (proj / phys["artifactLocation"]["uri"]).read_text().splitlines()
+        start = phys["region"]["startLine"]
+        assert lines[start - 1].strip() == "@triton.jit", (phys, lines[start - 1])
+        assert lines[start].lstrip().startswith("def " + res["locations"][0]["logicalLocations"][0]["name"])
+        text = res["message"]["text"]
+        assert text.startswith(("FAIL seed=", "PRECONDITION seed=", "ERROR seed=")) and "replay: gpuemu reproduce" in text
+        assert "case: " in text and res["partialFingerprints"]["gpuemuCheck/v1"]
+
+
+def test_signed_report_from_check_verifies_against_the_sources(checked, capsys):
+    proj, out, _ = checked
+    capsys.readouterr()
+    assert main(["verify", str(out / "report.dsse.json"), "--key", str(out / "signer.pub"), "--sources", str(proj)]) == 0
+    err = capsys.readouterr().err
+    assert "VERIFIED" in err and "1/3 kernels passed" in err
+    (proj / "kernels" / "add.py").write_text((proj / "kernels" / "add.py").read_text() + "\n# edited\n")
+    assert main(["verify", str(out / "report.dsse.json"), "--key", str(out / "signer.pub"), "--sources", str(proj)]) == 1
+    assert "kernels/add.py: sha256" in capsys.readouterr().err
+
+
+def test_correct_subset_exits_0(tmp_path, monkeypatch, capsys):
+    proj = make_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "-k", "add", "-j", "1", "--store", str(tmp_path / "s")]) == 0
+    err = capsys.readouterr().err
+    assert "1/1 kernels passed" in err and "PASS" in err
+
+
+def test_select_on_a_corpus_list_manifest(tmp_path, monkeypatch, capsys):
+    make_project(tmp_path)
+    (tmp_path / "corpus.yaml").write_text(
+        "- {target: kernels/add.py:add, op: add, correct: true}\n"
+        "- {target: kernels/add.py:add_stride, op: add, correct: false}\n")
+    monkeypatch.chdir(tmp_path)
+    rc = main(["check", "--manifest", "corpus.yaml", "--select", "correct=true", "-n", "2", "-j", "1",
+               "--store", str(tmp_path / "s"), "--json", "-"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [k["target"].rsplit(":", 1)[1] for k in data["kernels"]] == ["add"]
+
+
+@pytest.mark.parametrize("table, needle", [
+    ('[tool.gpuemu.check]\nkernelz = []\n', "tool.gpuemu.check.kernelz: unknown key"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "addd"\n',
+     "'addd' is not a known op"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "nowhere/*.py:f"\nop = "add"\n',
+     "no Python file matches"),
+    ('[tool.gpuemu.check]\niterations = 0\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "add"\n',
+     "iterations: must be >= 1"),
+])
+def test_manifest_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, table, needle):
+    make_project(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(table)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and err.startswith("gpuemu: error: ")
+
+
+def test_no_manifest_is_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["check"]) == 2
+    assert "no manifest" in capsys.readouterr().err
+
+
+def test_gpuemu_yaml_check_key(tmp_path, monkeypatch):
+    from gpuemu import config
+    from gpuemu.check.manifest import load
+
+    make_project(tmp_path)
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "gpuemu.yaml").write_text("check:\n  iterations: 3\n  kernels:\n    - {target: 'kernels/*.py:add', op: add}\n")
+    monkeypatch.chdir(tmp_path)
+    m = load()
+    assert [k.function for k in m.kernels] == ["add"] and m.iterations == 3
+    config.resolve()  # the rule-pack reader accepts the check key of the same file
+
+
+# ------------------------------------------------------------------ statuses the oracle may add later
+
+
+def _synthetic(tmp_path) -> CheckResult:
+    src = tmp_path / "k.py"
+    src.write_text("import triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\ndef launch(x):\n    return x\n")
+    fail = {"line": "WEIRD seed=0x1 dtype=fp32 shape=[3] something new", "replay": "gpuemu reproduce 0x1",
+            "case": {"op": "add"}, "case_text": "add fp32 x=[3]", "verdict": {"status": "weird", "kind": "novel",
+                                                                                "detail": "why"},
+            "hint": None, "launches": [{"kernel": "_k"}]}
+    kernels = [
+        KernelResult(target=f"{src}:launch", op="add", seed=1, status=kernel_status({"pass": 2, "rejected": 1}),
+                     iterations=3, passed=2, statuses={"pass": 2, "rejected": 1}, dtypes=["fp32"],
+                     matrix={"fp32": {"layout:strided": {"rejected": 1}, "layout:contiguous": {"pass": 2}}}),
+        KernelResult(target=f"{src}:launch", op="softmax", seed=2, status=kernel_status({"pass": 1, "weird": 2}),
+                     iterations=3, passed=1, statuses={"pass": 1, "weird": 2}, dtypes=["fp32"], failures=[fail],
+                     matrix={"fp32": {"values:normal": {"pass": 1, "weird": 2}}},
+                     worst={"fp32": {"worst_ratio": None, "seed": "0x1", "message": "new"}},
+                     kernels=[{"name": "_k", "path": str(src), "start_line": 4, "end_line": 6}]),
+    ]
+    return CheckResult(kernels=kernels, seed=1, manifest=str(tmp_path / "pyproject.toml"), root=str(tmp_path),
+                       device="cpu", rulepacks=[], store=None, jobs=1, seconds=1.0,
+                       versions={"gpuemu": "0.1.0", "torch": "x", "triton": "y"}, started="2026-01-01T00:00:00+00:00")
+
+
+def test_unknown_and_rejected_statuses_are_handled_generically(tmp_path):
+    assert kernel_status({"pass": 3, "rejected": 2}) == "pass"
+    assert kernel_status({"pass": 3, "precondition": 1}) == "precondition"
+    assert kernel_status({"pass": 1, "fail": 1, "error": 1}) == "fail"
+    assert kernel_status({"pass": 1, "weird": 1}) == "weird"
+    r = _synthetic(tmp_path)
+    assert [k.ok for k in r.kernels] == [True, False] and not r.ok
+    assert "WEIRD" in summary_text(r) and "1/2 kernels passed (1 weird)" in summary_text(r)
+    assert "WEIRD seed=0x1" in summary_markdown(r)
+    tcs = {tc.get("name"): tc for tc in ET.fromstring(junit_xml(r).split("\n", 1)[1]).iter("testcase")}
+    assert tcs["launch[softmax]"].find("failure").get("type") == "weird.novel"
+    log = sarif_log(r)
+    assert sorted(sarif_validator().iter_errors(log), key=str) == []
+    (res,) = log["runs"][0]["results"]
+    assert res["ruleId"] == "weird.novel" and res["level"] == "warning"
+    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+    assert CheckResult.from_dict(json.loads(json.dumps(r.to_dict()))).to_dict() == r.to_dict()
+    from gpuemu.report.html import render
+
+    assert 'data-status="weird"' in render(r)
