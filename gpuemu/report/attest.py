@@ -177,6 +177,18 @@ def sign_check(result, *, key_path: str | os.PathLike) -> dict:
     return sign_statement(statement(result), key_path=key_path)
 
 
+def _b64(text: object) -> bytes | None:
+    """Strict base64: only the canonical encoding is accepted, so a changed character can never decode to
+    the same bytes (the last character's unused bits would otherwise let two texts carry one signature)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    return raw if base64.b64encode(raw).decode() == text else None
+
+
 @dataclass
 class Verification:
     """What ``verify`` found: ``ok`` only when the signature holds and every checked subject matches."""
@@ -209,9 +221,8 @@ def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str 
     if not isinstance(env, dict) or not {"payloadType", "payload", "signatures"} <= set(env):
         v.problems.append("the report is not a DSSE envelope (payloadType, payload, signatures)")
         return v
-    try:
-        payload = base64.b64decode(env["payload"], validate=True)
-    except (ValueError, TypeError):
+    payload = _b64(env["payload"])
+    if payload is None:
         v.problems.append("the envelope's payload is not valid base64: it was modified")
         return v
     sigs = env["signatures"] if isinstance(env["signatures"], list) else []
@@ -223,11 +234,13 @@ def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str 
         return v
     valid = False
     for s in ours:
+        sig = _b64(s.get("sig"))
         try:
-            pub.verify(base64.b64decode(s.get("sig", ""), validate=True), pae(str(env["payloadType"]), payload))
-            valid = True
-            break
-        except (InvalidSignature, ValueError, TypeError):
+            if sig is not None:
+                pub.verify(sig, pae(str(env["payloadType"]), payload))
+                valid = True
+                break
+        except InvalidSignature:
             continue
     if not valid:
         v.problems.append("signature does not verify: a byte of the payload, its type or the signature was changed "
