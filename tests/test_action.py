@@ -1,0 +1,113 @@
+"""The composite GitHub Action, run locally: each `run:` step of action.yml executes in bash with the
+environment GitHub sets (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_ACTION_PATH, GITHUB_WORKSPACE) and the
+`env:` the step declares, its `${{ inputs.* }}` expressions evaluated from the step's `with:` values."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ACTION = yaml.safe_load(open(os.path.join(ROOT, "action.yml")))
+
+
+def test_action_is_composite_with_shell_on_every_run_step_and_no_expressions_in_scripts():
+    assert ACTION["runs"]["using"] == "composite"
+    steps = ACTION["runs"]["steps"]
+    for step in steps:
+        if "run" in step:
+            assert step.get("shell") == "bash", step["name"]
+            assert "${{" not in step["run"], f"{step['name']}: inputs must reach scripts through env:"
+    uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
+    assert uses == ["github/codeql-action/upload-sarif", "actions/upload-artifact"]
+    for ref in re.findall(r"inputs\.([\w-]+)", json.dumps(ACTION["runs"])):
+        assert ref in ACTION["inputs"], ref
+
+
+def _step(name: str) -> dict:
+    return next(s for s in ACTION["runs"]["steps"] if s["name"] == name)
+
+
+def _env_of(step: dict, with_: dict, outputs: dict) -> dict:
+    def expr(v: str) -> str:
+        def one(m):
+            e = m.group(1).strip()
+            if e.startswith("inputs."):
+                k = e[len("inputs."):]
+                return str(with_.get(k, ACTION["inputs"][k].get("default", "")))
+            if e.startswith("steps.check.outputs."):
+                return outputs.get(e.rsplit(".", 1)[1], "")
+            if e == "github.action_path":
+                return ROOT
+            raise AssertionError(f"unhandled expression {e}")
+
+        return re.sub(r"\$\{\{(.*?)\}\}", one, str(v))
+
+    return {k: expr(v) for k, v in (step.get("env") or {}).items()}
+
+
+def _run_step(name, cwd, gh_env, with_, outputs=None):
+    step = _step(name)
+    env = dict(os.environ, **gh_env, **_env_of(step, with_, outputs or {}))
+    return subprocess.run(["bash", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _outputs(path) -> dict:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(os.path.join(ROOT, "examples", "kernels", "add.py"), tmp_path / "kernels" / "add.py")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gpuemu.check]\niterations = 4\nseed = 7\ndtypes = ["fp32"]\njobs = 1\n'
+        '[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add*"\nop = "add"\n')
+    gh = {"GITHUB_OUTPUT": str(tmp_path / "gh_output"), "GITHUB_STEP_SUMMARY": str(tmp_path / "gh_summary.md"),
+          "GITHUB_ACTION_PATH": ROOT, "GITHUB_WORKSPACE": str(tmp_path), "GITHUB_ACTIONS": "true",
+          "GPUEMU_PYTHON": sys.executable, "TRITON_INTERPRET": "1", "GPUEMU_STORE": str(tmp_path / "store")}
+    (tmp_path / "gh_summary.md").write_text("earlier step's summary\n")
+    return tmp_path, gh
+
+
+def test_check_step_writes_summary_outputs_sarif_html_and_the_verdict_step_fails_the_job(project):
+    proj, gh = project
+    res = _run_step("gpuemu check", proj, gh, {"args": "--store store"})
+    assert res.returncode == 0, res.stderr  # the upload steps must still run after a FAIL
+    assert "::group::gpuemu check" in res.stdout
+    out = _outputs(proj / "gh_output")
+    assert out["exit-code"] == "1" and out["sarif"] == "gpuemu-check.sarif" and out["html"] == "gpuemu-report.html"
+    summary = (proj / "gh_summary.md").read_text()
+    assert summary.startswith("earlier step's summary\n")  # appended, not overwritten
+    assert "## gpuemu check" in summary and "| :x: " in summary and "`kernels/add.py:add_stride`" in summary
+    assert "| :white_check_mark: PASS | `kernels/add.py:add`" in summary and "gpuemu reproduce 0x" in summary
+    log = json.loads((proj / out["sarif"]).read_text())
+    assert log["version"] == "2.1.0" and log["runs"][0]["results"]
+    assert (proj / out["html"]).read_text().startswith("<!DOCTYPE html>")
+    assert (proj / "gpuemu-check.junit.xml").is_file() and (proj / "gpuemu-check.json").is_file()
+
+    verdict = _run_step("Fail on a FAIL", proj, gh, {}, outputs=out)
+    assert verdict.returncode == 1 and "::error::gpuemu check failed (exit 1)" in verdict.stdout
+
+
+def test_green_when_every_launcher_passes(project):
+    proj, gh = project
+    res = _run_step("gpuemu check", proj, gh, {"args": "-k add --store store"})
+    assert res.returncode == 0, res.stderr
+    out = _outputs(proj / "gh_output")
+    assert out["exit-code"] == "0"
+    assert _run_step("Fail on a FAIL", proj, gh, {}, outputs=out).returncode == 0
+
+
+def test_configuration_error_stops_at_the_check_step(project):
+    proj, gh = project
+    res = _run_step("gpuemu check", proj, gh, {"manifest": "missing.toml"})
+    assert res.returncode == 2 and "no such file" in res.stderr
+    assert _outputs(proj / "gh_output")["exit-code"] == "2"
