@@ -37,18 +37,27 @@ def controls(manifest: str | None) -> list[tuple[str, str]]:
 
 
 def _load(target: str, op: str):
-    from gpuemu.calibrate import framework_control
+    from gpuemu.calibrate import framework_controls
     from gpuemu.corpus import default_manifest
     from gpuemu.target import load
 
-    if target.startswith("torch:"):
-        return framework_control(op)
+    if target.startswith("torch"):
+        return dict(framework_controls(op))[target]
     file, _, fn = target.rpartition(":")
     return load(f"{(default_manifest().parent.parent.parent / file).resolve()}:{fn}")
 
 
+def _expect(target: str) -> str:
+    """The manifest's ``expect`` for a corpus target ("" for framework controls and plain entries)."""
+    from gpuemu.corpus import load_manifest
+
+    return next((e.expect for e in load_manifest() if e.target == target), "")
+
+
 def soak_one(target: str, op: str, dtype: str, iterations: int, seed: int) -> dict:
-    """One control in one dtype under fuzz defaults (runs in a worker process)."""
+    """One control in one dtype under fuzz defaults (runs in a worker process). A control with a known
+    contract (``expect`` in the manifest) fails only on a FAIL or ERROR: its PRECONDITION verdicts and
+    refusals are what it should get, and are counted."""
     import torch
 
     import gpuemu
@@ -57,10 +66,13 @@ def soak_one(target: str, op: str, dtype: str, iterations: int, seed: int) -> di
     t = time.perf_counter()
     r = gpuemu.fuzz(_load(target, op), op=op, iterations=iterations, dtypes=[dtype], seed=seed, save=False,
                     target=target)
+    expect = _expect(target)
+    bad = r.failed if expect else r.ordered_failures()
     return {"target": target, "op": op, "dtype": dtype, "iterations": r.iterations, "passed": r.passed,
-            "failed": r.failed_cases, "skipped": r.skipped.get(dtype), "seconds": time.perf_counter() - t,
-            "first_failure": r.failures[0].line() if r.failures else None,
-            "report": r.report() if r.failures else None}
+            "failed": r.failed_cases - (r.precondition_cases if expect else 0),
+            "precondition": r.precondition_cases, "rejected": r.rejected, "framework_passes": r.framework_passes,
+            "skipped": r.skipped.get(dtype), "seconds": time.perf_counter() - t,
+            "first_failure": bad[0].line() if bad else None, "report": r.report() if bad else None}
 
 
 def _key(row: dict) -> tuple[str, str]:
@@ -86,7 +98,8 @@ def render(result: dict) -> str:
             elif r["skipped"]:
                 cells.append("skipped")
             else:
-                cells.append(f"{r['passed']}/{r['iterations']}" + ("" if not r["failed"] else " FAIL"))
+                notes = "".join(f" ({r[k]} {k})" for k in ("precondition", "rejected") if r.get(k))
+                cells.append(f"{r['passed']}/{r['iterations']}{notes}" + ("" if not r["failed"] else " FAIL"))
         secs = sum(r["seconds"] for r in per.values())
         lines.append(f"| {target.rsplit('/', 1)[-1]} | {next(iter(per.values()))['op']} | " + " | ".join(cells)
                      + f" | {secs:.0f} |")

@@ -6,6 +6,7 @@ Public API (imports are lazy, so ``import gpuemu`` stays cheap)::
     gpuemu.reproduce("0x6f3a91")          -> Replay
     gpuemu.ops.get("softmax")             -> OpSpec
     gpuemu.Oracle, gpuemu.Verdict, gpuemu.Case
+    @gpuemu.requires(contiguous=["x"])    what a launcher's callers guarantee
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "fuzz", "reproduce", "ops", "shadow", "Oracle", "Verdict", "Case", "FuzzResult", "Failure",
-           "GpuemuError"]
+           "GpuemuError", "requires", "Requires"]
 
 
 def __getattr__(name: str):
@@ -26,6 +27,10 @@ def __getattr__(name: str):
         from . import oracle
 
         return getattr(oracle, name)
+    if name in ("requires", "Requires", "preconditions"):
+        from . import preconditions
+
+        return preconditions if name == "preconditions" else getattr(preconditions, name)
     if name == "Case":
         from .cases import Case
 

@@ -15,9 +15,11 @@ cases above the fit (measured: softmax bf16 p95 1.9e-3, max 3.5e-3), and every o
 positive in a long fuzz run. ``gpuemu calibrate`` writes the fit as a rule pack with its
 provenance; ``make calibrate`` regenerates the built-in ``rulepacks/calibrated.yaml`` this way.
 
-When no controls are named, the control is the framework's own op: the op's formula evaluated by torch
-in the dtype under test, with fp16/bf16 inputs upcast to fp32 (the accumulation real kernels use) and the
-result rounded back to the dtype.
+When no controls are named, the controls are the framework's own op in its two forms: the op's formula
+evaluated by torch with fp16/bf16 inputs upcast to fp32 (the accumulation real kernels use) and the result
+rounded back to the dtype once (``torch:OP``), and the op as PyTorch eager code writes it in the dtype
+(``torch-eager:OP``: ``F.silu(a) * b`` in fp16, Hugging Face's RMSNorm; ``OpSpec.eager``), whose stored
+intermediates the bound allows exactly (``OpSpec.rounded``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,28 @@ def framework_control(op: str) -> Callable:
     return control
 
 
+def eager_control(op: str) -> Callable:
+    """The op as PyTorch eager code writes it, in the input dtype (``OpSpec.eager``)."""
+    import torch
+
+    spec = ops.get(op)
+
+    def control(*args, **kwargs):
+        with torch.no_grad():
+            return spec.eager(*args, **kwargs)
+
+    control.__qualname__ = control.__name__ = f"torch_eager_{op}"
+    return control
+
+
+def framework_controls(op: str) -> list[tuple[str, Callable]]:
+    """Both framework forms of ``op``, named as calibrate, the ablation and the soak name them."""
+    out = [(f"torch:{op}", framework_control(op))]
+    if ops.get(op).eager is not None:
+        out.append((f"torch-eager:{op}", eager_control(op)))
+    return out
+
+
 def error_ratio(spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output) -> float:
     """The rtol this output needs (see the module docstring); inf for a non-finite miss."""
     return _case_error(spec, dtype, inputs, kwargs, output)[0]
@@ -74,17 +98,20 @@ def _case_error(spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output
     """(error ratio, whether the output differs from the reference at all)."""
     import torch
 
-    from .oracle import elementwise_error, reference, to_reference_inputs
+    from .oracle import elementwise_error, output_dtype, reference, to_reference_inputs
     from .tolerance import rounding_allowance
 
     x64 = to_reference_inputs(spec, inputs)
     ref, scale = reference(spec, x64, kwargs)
     if spec.out_kind == "index":
         return (0.0, False) if torch.equal(output.cpu(), ref) else (math.inf, True)
-    err = elementwise_error(output.detach().to("cpu", torch.float64), ref, dtype)
+    out_dtype = output_dtype(spec, dtype, output)
+    if out_dtype is None or tuple(output.shape) != tuple(ref.shape):
+        return math.inf, True  # a wrong dtype or shape: the oracle fails it whatever the rtol
+    err = elementwise_error(output.detach().to("cpu", torch.float64), ref, out_dtype)
     s = torch.maximum(scale, ref.abs())
     rounded = spec.rounded_magnitude(x64, kwargs, ref)
-    excess = (err - rounding_allowance(ref, dtype, rounded=rounded)).clamp_min(0.0)
+    excess = (err - rounding_allowance(ref, dtype, rounded=rounded, out_dtype=out_dtype)).clamp_min(0.0)
     ratio = torch.where(excess > 0, excess / s.clamp_min(1e-300), torch.zeros_like(excess))
     return (float(ratio.max()) if ratio.numel() else 0.0), bool((err > 0).any())
 
@@ -124,10 +151,11 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
     >>> fits[0].rtol
     0.0
     """
+    from .preconditions import declared
     from .runners import bf16_unfaithful, run_launcher
 
     spec = ops.get(op)
-    ctrl = list(controls) if controls is not None else [(f"torch:{op}", framework_control(op))]
+    ctrl = list(controls) if controls is not None else framework_controls(op)
     fits = []
     # fp32 first: its fit is the floor of the fp16/bf16 ones (see MIN_RTOL's comment)
     order = sorted(dict.fromkeys(canonical_dtype(d) for d in dtypes), key=lambda d: d != "fp32")
@@ -140,8 +168,9 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
         for name, fn in ctrl:
             ran_any = False
             mine: list[float] = []
+            req = declared(fn)  # a control is judged on the cases its callers can give it
             for i in range(samples):
-                case = generate(op, derive_seed(seed, i), dtype=dt)
+                case = req.apply(generate(op, derive_seed(seed, i), dtype=dt))
                 inputs, kwargs = materialize(case)
                 run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs)
                 if bf16_unfaithful(dt, run.launches):

@@ -1,6 +1,9 @@
 """The example corpus: launchers listed in ``examples/kernels/manifest.yaml``, correct and buggy.
 
-Used by the benchmark, the tests and the tour. ``allclose_verdict`` is the field-standard check the
+Used by the benchmark, the tests and the tour. A correct launcher with ``expect: precondition`` assumes
+something its callers guarantee and says so nowhere (gpuemu must give it PRECONDITION verdicts, never a
+FAIL); one with ``expect: rejects`` refuses such input with a clear exception (gpuemu must pass it, counting
+the refusals). Either is correct when a run has no FAIL or ERROR (``FuzzResult.failed`` is empty). ``allclose_verdict`` is the field-standard check the
 corpus's buggy kernels are built to pass: ``torch.allclose(out, ref, atol=1e-2, rtol=1e-2)`` at one
 power-of-two shape on randn inputs.
 """
@@ -24,6 +27,12 @@ class Entry:
     allclose_shapes: dict = field(default_factory=dict)
     allclose_kwargs: dict = field(default_factory=dict)
     trigger: str = ""
+    expect: str = ""  # for a correct launcher with a known contract: "precondition" or "rejects" (see below)
+
+    def verdict_ok(self, result) -> bool:
+        """Whether a fuzz result is what this entry should get: no failure at all, or for an ``expect`` entry
+        no FAIL or ERROR (its PRECONDITION verdicts and refusals are the expected outcome)."""
+        return not result.failed if self.expect else result.ok
 
     @property
     def name(self) -> str:
@@ -50,7 +59,8 @@ def load_manifest(path: str | Path | None = None) -> list[Entry]:
         try:
             out.append(Entry(target=d["target"], op=d["op"], correct=bool(d["correct"]), bug=d.get("bug"),
                              note=d.get("note", ""), allclose_shapes=d.get("allclose_shapes") or {},
-                             allclose_kwargs=d.get("allclose_kwargs") or {}, trigger=str(d.get("trigger", ""))))
+                             allclose_kwargs=d.get("allclose_kwargs") or {}, trigger=str(d.get("trigger", "")),
+                             expect=str(d.get("expect", ""))))
         except KeyError as e:
             raise InvalidArgument(f"{path}: entry {i}: missing key {e}") from None
     return out

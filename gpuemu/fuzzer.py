@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -16,7 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 from . import __version__, ops
 from .cases import Blocks, Case, canonical_dtype, dim_limits, generate, materialize, with_dims
 from .errors import InvalidArgument, StoreError
-from .oracle import ERROR, FAIL, PASS, Evaluation, Oracle, Verdict
+from .oracle import ERROR, FAIL, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
+from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
 from .runners import Launch, bf16_unfaithful, default_device, interpreting
 from .store import Store, seed_hex
@@ -45,7 +47,7 @@ class Failure:
 
     def line(self) -> str:
         """The failure line of DESIGN.md."""
-        word = "ERROR" if self.verdict.status == ERROR else "FAIL"
+        word = {ERROR: "ERROR", PRECONDITION: "PRECONDITION"}.get(self.verdict.status, "FAIL")
         hint = f" ({self.hint})" if self.hint else ""
         return (f"{word} seed={seed_hex(self.case.seed)} dtype={self.case.dtype} shape={self.case.shape_label()} "
                 f"{self.verdict.message}{hint}")
@@ -80,10 +82,25 @@ class FuzzResult:
     stored: int = 0
     store: str | None = None
     store_error: str | None = None
+    rejected: int = 0  # cases the launcher refused with a clear exception (outside an undeclared precondition)
+    rejected_reason: str = ""
+    framework_passes: int = 0  # cases outside the fp64 bound that PyTorch eager is as far from (see Oracle)
+    requires: dict = field(default_factory=dict)
+    precondition_policy: str = "fail"  # fail: an undeclared precondition fails the run; warn: it is shown only
+
+    @property
+    def failed(self) -> list[Failure]:
+        """Numerical and other real failures (FAIL, ERROR): not the PRECONDITION ones."""
+        return [f for f in self.failures if f.verdict.status != PRECONDITION]
+
+    @property
+    def preconditions(self) -> list[Failure]:
+        """Cases that fail only outside an undeclared precondition (e.g. non-contiguous inputs)."""
+        return [f for f in self.failures if f.verdict.status == PRECONDITION]
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failed and (self.precondition_policy == "warn" or not self.preconditions)
 
     @property
     def all_errored(self) -> bool:
@@ -94,40 +111,59 @@ class FuzzResult:
 
     def summary(self) -> str:
         s = f"Passed: {self.passed}/{self.iterations}"
-        if self.failed_cases:
-            s += f" · {self.failed_cases} failing seed{'s' if self.failed_cases != 1 else ''} stored" if self.stored \
-                else f" · {self.failed_cases} failing"
+        real = self.failed_cases - self.precondition_cases
+        if real:
+            s += f" · {real} failing seed{'s' if real != 1 else ''} stored" if self.stored else f" · {real} failing"
+        if self.precondition_cases:
+            first = self.preconditions[0].verdict.message.split(":")[0] if self.preconditions else ""
+            s += f" · {self.precondition_cases} PRECONDITION ({first}; declare it or make the launcher accept it)"
+        if self.rejected:
+            s += f" · {self.rejected} rejected: {self.rejected_reason}"
+        if self.framework_passes:
+            s += f" · {self.framework_passes} passed as no further from fp64 than PyTorch eager"
         for dt, why in self.skipped.items():
             s += f" · {dt} skipped: {why}"
         return s
+
+    precondition_cases: int = 0
 
     def own_share(self) -> float:
         """Fraction of the run's wall time spent outside the kernel (generation, reference, compare, shrink)."""
         kernel = self.timings.get("kernel", 0.0)
         return max(0.0, 1.0 - kernel / self.seconds) if self.seconds > 0 else 0.0
 
+    def ordered_failures(self) -> list[Failure]:
+        """Real failures first (the reported one is the first of these), then PRECONDITION ones."""
+        return self.failed + self.preconditions
+
     def report(self) -> str:
         lines = []
-        for f in self.failures[:1]:
+        failures = self.ordered_failures()
+        for f in failures[:1]:
             lines += [f.line(), f"replay: {f.replay}", f"case: {f.case.describe()}"]
             if f.verdict.detail:
                 lines.append(f.verdict.detail)
-        for f in self.failures[1:6]:
+        for f in failures[1:6]:
             lines.append(f.line())
-        if len(self.failures) > 6:
-            lines.append(f"... and {len(self.failures) - 6} more failing seeds")
+        if len(failures) > 6:
+            lines.append(f"... and {len(failures) - 6} more failing seeds")
         lines.append(self.summary())
         return "\n".join(lines)
 
     def raise_for_failures(self) -> None:
-        """Raise AssertionError with the failure report when any case failed (for pytest)."""
-        if self.failures:
+        """Raise AssertionError with the failure report when any case failed (for pytest); undeclared
+        preconditions count as failures unless the policy is ``warn``."""
+        if not self.ok:
             raise AssertionError(f"gpuemu: {self.target} is not a correct {self.op}\n{self.report()}")
 
     def to_dict(self) -> dict:
         return {"schema_version": 1, "gpuemu": __version__, "target": self.target, "op": self.op,
                 "seed": seed_hex(self.seed), "iterations": self.iterations, "passed": self.passed,
-                "failed": self.failed_cases, "failures": [f.to_dict() for f in self.failures],
+                "failed": self.failed_cases - self.precondition_cases, "precondition": self.precondition_cases,
+                "rejected": self.rejected, "rejected_reason": self.rejected_reason,
+                "framework_passes": self.framework_passes, "requires": dict(self.requires),
+                "precondition_policy": self.precondition_policy,
+                "failures": [f.to_dict() for f in self.ordered_failures()],
                 "skipped": dict(self.skipped), "seconds": self.seconds, "timings": dict(self.timings),
                 "own_share": self.own_share(), "first_failure_iteration": self.first_failure_iteration,
                 "first_failure_seconds": self.first_failure_seconds, "blocks": self.blocks,
@@ -340,7 +376,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          dtypes: Iterable[str] | str | None = None, strategy: str | None = None, store: str | os.PathLike | None = None,
          rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
          save: bool = True, target: str | None = None, max_failures: int | None = None,
-         check_determinism: bool | None = None,
+         check_determinism: bool | None = None, requires: Requires | None = None,
+         preconditions: str | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op``.
 
@@ -348,6 +385,10 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     values) and are judged by the fp64 oracle with per-op, per-dtype tolerances. The first failure is
     shrunk to the smallest failing shape and explained by a hint where a one-factor change makes it pass;
     every failing case's exact inputs are stored for ``gpuemu reproduce``.
+
+    ``requires`` adds to the preconditions declared on ``fn`` (``@gpuemu.requires``) and in ``gpuemu.yaml``:
+    no case is drawn outside them. A case that fails only because of an undeclared one (its contiguous twin
+    passes) is a PRECONDITION, not a FAIL; ``preconditions="warn"`` lets those pass the run.
 
     >>> r = fuzz(lambda x: x.softmax(-1), op="softmax", iterations=5, seed=1, save=False)
     >>> r.ok
@@ -366,25 +407,36 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     strategy = strategy or fz.get("strategy", "default")
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
+    policy = preconditions or settings.oracle.get("preconditions", "fail")
+    if policy not in ("fail", "warn"):
+        raise InvalidArgument(f"preconditions={policy!r}: use fail or warn")
+    target = target or describe(fn)
+    req = declared(fn).merge(from_project(target, settings.requires)).merge(requires or Requires())
+    req.check_against(spec)
     if isinstance(dtypes, str):
         dtypes = [d for d in dtypes.split(",") if d.strip()]
     dts = [canonical_dtype(d) for d in (dtypes or fz.get("dtypes", ["fp32", "fp16", "bf16"]))]
     dts = [d for d in dict.fromkeys(dts) if d in {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
            and {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[d] in spec.dtypes]
+    if req.dtypes:
+        dts = [d for d in dts if d in req.dtypes]
     if not dts:
-        raise InvalidArgument(f"none of the requested dtypes is supported by {op} (supports {', '.join(spec.dtypes)})")
+        raise InvalidArgument(f"none of the requested dtypes is supported by {op} (supports {', '.join(spec.dtypes)})"
+                              + (f" and declared by the launcher ({', '.join(req.dtypes)})" if req.dtypes else ""))
     seed = _random_seed() if seed is None else int(seed) & MASK64
     device = device or default_device()
-    oracle = Oracle(settings.tolerance_table())
+    oracle = Oracle.from_settings(settings)
     determinism = fz.get("determinism_check", True) if check_determinism is None else check_determinism
     run = _Runner(fn, oracle, device, bool(determinism))
     st = Store(settings.store) if save else None
-    result = FuzzResult(target=target or describe(fn), op=op, seed=seed, store=str(settings.store) if save else None)
+    result = FuzzResult(target=target, op=op, seed=seed, store=str(settings.store) if save else None,
+                        requires=req.to_dict() if req else {}, precondition_policy=policy)
     if st is not None:
         st.ensure_writable()
 
     blocks = Blocks()
     active = list(dts)
+    shrunk: set[str] = set()  # the first failure of each class (FAIL/ERROR, PRECONDITION) is shrunk
     t_start = time.perf_counter()
     i = 0
     case_index = 0
@@ -392,7 +444,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         dtype = active[case_index % len(active)]
         case_seed = derive_seed(seed, case_index)
         case_index += 1
-        case = generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks)
+        case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks))
         ev = run(case)
         _learn(blocks, spec, ev.launches)
         # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
@@ -402,22 +454,30 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             continue
         i = result.iterations
         result.iterations += 1
+        verdict = ev.verdict
+        if verdict.status != PASS and not case.is_contiguous():
+            verdict = _layout_precondition(run, case, verdict) or verdict
         if on_case:
-            on_case(i, case, ev.verdict)
-        if ev.verdict.status == PASS:
+            on_case(i, case, verdict)
+        if verdict.status == PASS:
             result.passed += 1
+            result.framework_passes += verdict.basis == "framework"
+            continue
+        if verdict.status == REJECTED:
+            result.passed += 1
+            result.rejected += 1
+            result.rejected_reason = result.rejected_reason or verdict.message
             continue
         result.failed_cases += 1
+        result.precondition_cases += verdict.status == PRECONDITION
         if result.first_failure_iteration is None:
             result.first_failure_iteration = i + 1
             result.first_failure_seconds = time.perf_counter() - t_start
-        failure = Failure(case=case, verdict=ev.verdict, launches=tuple(ev.launches))
-        if len(result.failures) == 0 and shrink_failures:
-            small, small_ev, _ = shrink(run, case, ev.verdict, blocks, int(fz.get("shrink_budget", 48)))
-            final_ev = small_ev or ev
-            hint = diagnose(run, small, final_ev.verdict, final_ev.launches)
-            failure = Failure(case=small, verdict=final_ev.verdict, hint=hint, original=case if small != case else None,
-                              launches=tuple(final_ev.launches))
+        failure = Failure(case=case, verdict=verdict, launches=tuple(ev.launches))
+        kind = "precondition" if verdict.status == PRECONDITION else "fail"
+        if kind not in shrunk and shrink_failures:
+            shrunk.add(kind)
+            failure = _shrink_and_explain(run, case, ev, verdict, blocks, int(fz.get("shrink_budget", 48)))
         if st is not None and result.stored < MAX_STORED and result.store_error is None:
             try:
                 inputs, _ = materialize(failure.case, "cpu")
@@ -433,6 +493,58 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     result.timings = dict(run.timings)
     result.blocks = blocks.to_dict()
     return result
+
+
+def _contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:
+    """The same case with the named (default: all) arguments contiguous: same seed, sizes and values."""
+    names = set(case.layouts) if names is None else set(names)
+    return case.replace(layouts={k: ("contiguous" if k in names and v != "none" else v) for k, v in case.layouts.items()})
+
+
+def _strided_args(case: Case) -> list[str]:
+    return [k for k, v in case.layouts.items() if v not in ("contiguous", "none")]
+
+
+def _layout_precondition(run: _Runner, case: Case, verdict: Verdict, *, attribute: bool = False) -> Verdict | None:
+    """A failing non-contiguous case whose contiguous twin passes: the launcher assumes contiguous inputs.
+    A clear refusal (ValueError, ...) is REJECTED; silently wrong output is PRECONDITION, naming the
+    arguments (with ``attribute``, the fewest whose contiguity alone makes the case pass). None otherwise."""
+    if run(_contiguous_twin(case)).verdict.status != PASS:
+        return None
+    strided = _strided_args(case)
+    if verdict.status == ERROR and verdict.kind == "refusal":
+        return Verdict(REJECTED, "refusal", f"rejects non-contiguous input ({verdict.message})", reference=verdict.reference)
+    if verdict.status == ERROR:
+        return None  # a crash on strided input is an error, not a declared-or-not contract
+    names = strided
+    if attribute and len(strided) > 1:
+        alone = [n for n in strided if run(_contiguous_twin(case, [n])).verdict.status == PASS]
+        names = alone or strided
+    layouts = ", ".join(f"{n} {case.layouts[n]}" for n in names)
+    subject = " and ".join(names)
+    return dataclasses.replace(
+        verdict, status=PRECONDITION,
+        message=f"{subject} must be contiguous: silently wrong otherwise ({verdict.message} with {layouts}; "
+                "the same case with contiguous inputs passes)",
+        detail=(verdict.detail + "\n" if verdict.detail else "")
+        + f"Fix: declare it (@gpuemu.requires(contiguous={names!r}), --requires contiguous={','.join(names)}, or "
+          "requires: in gpuemu.yaml), or call .contiguous() in the launcher.")
+
+
+def _shrink_and_explain(run: _Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks,
+                        budget: int) -> Failure:
+    """The first failure of its class, shrunk and with its hint (PRECONDITION ones keep their layout)."""
+    small, small_ev, _ = shrink(run, case, ev.verdict, blocks, budget)
+    final_ev = small_ev or ev
+    final = final_ev.verdict
+    if verdict.status == PRECONDITION:
+        final = _layout_precondition(run, small, final, attribute=True) or verdict
+        odd = ", ".join(f"{k} {v}" for k, v in small.layouts.items() if v not in ("contiguous", "none"))
+        hint = f"stride bug suspected: fails only for non-contiguous inputs ({odd})"
+    else:
+        hint = diagnose(run, small, final, final_ev.launches)
+    return Failure(case=small, verdict=final, hint=hint, original=case if small != case else None,
+                   launches=tuple(final_ev.launches))
 
 
 def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Callable | None = None,

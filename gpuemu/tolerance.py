@@ -2,20 +2,23 @@
 
 At output element i a kernel may differ from the fp64 reference by
 
-    bound_i = atol + rtol * max(scale_i, |ref_i|) + u(dtype) * (|ref_i| + rounded_i) + floor(dtype)
+    bound_i = atol + rtol * max(scale_i, |ref_i|) + u(out) * |ref_i| + u(dtype) * rounded_i + floor(out)
 
 ``scale_i`` is the op's error scale (see ``OpSpec.error_scale``): what a correct kernel's rounding
 error inside the computation is proportional to, so one fitted rtol per op and dtype covers it.
-``u(dtype) * |ref_i|`` is the final rounding of the result to the output dtype (at most half an ulp: unit
+``u(out) * |ref_i|`` is the final rounding of the result to the output dtype (at most half an ulp: unit
 roundoff fp32 2^-24, fp16 2^-11, bf16 2^-8), which every kernel pays whatever it computes inside; it is
 allowed exactly rather than through rtol, because a fitted rtol can be smaller than the unit roundoff
 (the scale usually exceeds |ref| by far), and then a case where scale ~ |ref| would fail a correct
 kernel on its last rounding alone (measured: the correct attention kernel, fp16, D=1). ``rounded_i`` is
-the magnitude of an intermediate that correct kernels keep in the input dtype (attention's P @ |V|, see
-``OpSpec.rounded``; 0 for most ops), allowed the same way (measured: the correct flash-attention kernel,
+the magnitude of the intermediates that correct code keeps in the input dtype (the framework's eager forms:
+``F.silu(a)`` stored before ``* b``, Hugging Face's RMSNorm casting the normalised value back before
+``* weight``; attention's P @ |V| in flash kernels; see ``OpSpec.rounded``; 0 for most ops), allowed the same
+way (measured: the correct flash-attention kernel,
 which casts P to fp16 before P @ V, failed 7 of 1,000 fp16 cases at up to 1.6x an rtol fitted on 200).
 Ops whose rtol is 0 are exact (their result is representable) and get no rounding allowance.
-``floor(dtype)`` is the spacing of the dtype's subnormals (fp16 2^-24, bf16 2^-133, fp32 2^-149):
+``out`` is the output's dtype (``dtype`` unless the op accepts a wider output, an fp32 loss for fp16
+logits: see ``OpSpec.wider_output``). ``floor(out)`` is the spacing of the dtype's subnormals (fp16 2^-24, bf16 2^-133, fp32 2^-149):
 rounding a result into the subnormal range costs that much in absolute terms, however correct the
 kernel. When every reference element is so small that atol alone would cover it, atol is dropped: such
 a case would otherwise pass a kernel that writes zeros.
@@ -67,21 +70,25 @@ SUBNORMAL_SPACING = {"fp32": 2.0**-149, "fp16": 2.0**-24, "bf16": 2.0**-133}
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
 
 
-def rounding_allowance(ref, dtype: str, *, exact: bool = False, rounded=None):
-    """What any correct kernel may lose beyond rtol * scale: the final rounding of the result to ``dtype``,
-    and of the op's intermediate that kernels legitimately keep in ``dtype`` (``rounded``, see
-    ``OpSpec.rounded``), at the dtype's unit roundoff (none for an exact op), plus the subnormal spacing.
-    Per element, float64."""
+def rounding_allowance(ref, dtype: str, *, exact: bool = False, rounded=None, out_dtype: str | None = None):
+    """What any correct kernel may lose beyond rtol * scale: the final rounding of the result to its output
+    dtype (``out_dtype``, default ``dtype``: an op may return a wider dtype, see ``OpSpec.wider_output``), and
+    of the op's intermediates that correct code stores in the input ``dtype`` (``rounded``, see
+    ``OpSpec.rounded``), each at its dtype's unit roundoff (none for an exact op), plus the output dtype's
+    subnormal spacing. Per element, float64."""
     import torch
 
-    floor = SUBNORMAL_SPACING.get(dtype, 0.0)
+    out_dtype = out_dtype or dtype
+    floor = SUBNORMAL_SPACING.get(out_dtype, 0.0)
     if exact:
         return torch.full_like(ref, floor)
-    magnitude = ref.abs() if rounded is None else ref.abs() + rounded
-    return UNIT_ROUNDOFF.get(dtype, 0.0) * torch.nan_to_num(magnitude, nan=0.0, posinf=0.0) + floor
+    allowance = UNIT_ROUNDOFF.get(out_dtype, 0.0) * torch.nan_to_num(ref.abs(), nan=0.0, posinf=0.0) + floor
+    if rounded is not None:
+        allowance = allowance + UNIT_ROUNDOFF.get(dtype, 0.0) * torch.nan_to_num(rounded, nan=0.0, posinf=0.0)
+    return allowance
 
 
-def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None):
+def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None, out_dtype: str | None = None):
     """Per-element bound (float64 tensor); see the module docstring for the formula."""
     import torch
 
@@ -89,7 +96,7 @@ def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None):
         return tol.atol + tol.rtol * torch.nan_to_num(ref.abs(), nan=0.0)
     s = torch.maximum(scale, ref.abs())
     s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
-    allowance = rounding_allowance(ref, dtype, exact=tol.rtol == 0, rounded=rounded)
+    allowance = rounding_allowance(ref, dtype, exact=tol.rtol == 0, rounded=rounded, out_dtype=out_dtype)
     if tol.atol > 0 and bool((ref.abs() <= tol.atol).all()):
         return tol.rtol * s + allowance  # all-near-zero output: never pass on atol alone
     return tol.atol + tol.rtol * s + allowance

@@ -105,7 +105,7 @@ def test_cli_writes_a_pack(tmp_path, capsys, monkeypatch):
     assert rc == 0, err
     doc = config.load_yaml(out)
     assert set(doc["tolerances"]["mul"]) == {"fp32", "bf16"}
-    assert doc["provenance"]["stats"]["mul"]["bf16"]["controls"] == ["torch:mul"]
+    assert doc["provenance"]["stats"]["mul"]["bf16"]["controls"] == ["torch:mul", "torch-eager:mul"]
     assert "mul            fp32: rtol=" in err and f"wrote {out}" in err
 
 

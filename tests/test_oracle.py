@@ -166,8 +166,22 @@ def test_mpmath_guard_overrules_a_wrong_fp64_reference():
     tol = Tolerance(rtol=0.0, atol=1e-3)
     v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([1.0]), tol=tol)
     assert v.status == PASS and v.reference == "fp64+mpmath"
-    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([0.0]), tol=tol)
+    strict = Oracle(ORACLE.tolerances, framework_factor=0)  # without the framework rule: see the next test
+    v = strict.compare(spec, "fp32", {"x": x}, {}, torch.tensor([0.0]), tol=tol)
     assert v.status == FAIL  # agrees with fp64 but not with the exact value
+
+
+def test_no_further_from_fp64_than_pytorch_eager_passes():
+    # x.sum(-1) in fp32 loses the 1 as fp64 does: a kernel exactly as wrong as eager passes, on that basis
+    spec = ops.get("sum")
+    a = float(torch.tensor(1e16, dtype=torch.float32))
+    x = torch.tensor([[a, 1.0, -a]], dtype=torch.float32)
+    tol = Tolerance(rtol=0.0, atol=1e-3)
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([0.0]), tol=tol)
+    assert v.status == PASS and v.basis == "framework" and "PyTorch eager" in v.detail
+    # twice eager's error is the limit (torch's accuracy-minifier rule): 2.5x further is a FAIL
+    v = ORACLE.compare(spec, "fp32", {"x": x}, {}, torch.tensor([-1.5]), tol=tol)
+    assert v.status == FAIL and v.basis == "bound"
 
 
 def test_verdict_round_trips():

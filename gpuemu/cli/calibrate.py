@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from .. import ops
-    from ..calibrate import HEADROOM, calibrate, framework_control, rulepack_yaml
+    from ..calibrate import HEADROOM, calibrate, framework_controls, rulepack_yaml
     from ..errors import InvalidArgument
     from ..target import load
 
@@ -44,13 +44,13 @@ def run(args) -> int:
         from ..corpus import load_manifest, resolve_target
 
         for e in load_manifest(args.corpus):
-            if e.correct:
+            if e.correct and not e.expect:  # precondition demos are not tolerance controls
                 corpus.setdefault(e.op, []).append((e.target, load(resolve_target(e, Path(args.corpus).resolve().parent.parent.parent))))
     fits = []
     for op in names:
         ctrls = named + corpus.get(op, [])
         if not args.controls or args.with_framework:  # named controls replace the framework's op unless asked
-            ctrls.insert(0, (f"torch:{op}", framework_control(op)))
+            ctrls[:0] = framework_controls(op)
         got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
         for f in got:
             err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x {HEADROOM:g}; "

@@ -22,6 +22,12 @@ def register(sub) -> None:
     p.add_argument("--rulepack", metavar="PATH", action="append", default=[], help="extra rule pack (repeatable)")
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU interpreter), cpu or cuda")
     p.add_argument("--no-shrink", action="store_true", help="report the first failure as found, unshrunk")
+    p.add_argument("--requires", metavar="PRECONDITION", action="append", default=[],
+                   help="what the launcher's callers guarantee; no case is drawn outside it (repeatable): "
+                        "contiguous[=ARG,...], dtypes=fp16,bf16, divisible=DIM:N, max=DIM:N")
+    p.add_argument("--preconditions", choices=("fail", "warn"), default=None,
+                   help="a case that fails only outside an undeclared precondition (PRECONDITION): fail the run "
+                        "(default) or only show it")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
 
@@ -72,7 +78,11 @@ def run(args) -> int:
     from ..ops import get
     from ..target import load
 
+    from ..preconditions import parse_cli
+
     spec = get(args.op)  # unknown op: one line before anything heavy happens
+    requires = parse_cli(args.requires)
+    requires.check_against(spec)
     device = prepare_device(args.device)
     fn = load(args.target)
     iterations = args.iterations
@@ -89,13 +99,15 @@ def run(args) -> int:
     try:
         result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
                       strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
-                      shrink_failures=not args.no_shrink, target=args.target, on_case=progress)
+                      shrink_failures=not args.no_shrink, target=args.target, requires=requires,
+                      preconditions=args.preconditions, on_case=progress)
     finally:
         progress.close()
     err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
         f"(kernel {result.timings.get('kernel', 0):.1f} s)")
-    if result.failures:
-        first = result.failures[0]
+    failures = result.ordered_failures()
+    if failures:
+        first = failures[0]
         err(first.line())
         err(f"replay: {first.replay}")
         err(f"case: {first.case.describe()}")
@@ -103,10 +115,10 @@ def run(args) -> int:
             err(f"shrunk from: {first.original.describe()}")
         if first.verdict.detail:
             err("\n".join("  " + ln for ln in first.verdict.detail.splitlines()))
-        for f in result.failures[1:6]:
+        for f in failures[1:6]:
             err(f.line())
-        if len(result.failures) > 6:
-            err(f"... {len(result.failures) - 6} more failing seeds (--json for all)")
+        if len(failures) > 6:
+            err(f"... {len(failures) - 6} more failing seeds (--json for all)")
     if result.store_error:
         err(f"warning: failures not stored: {result.store_error}")
     err(result.summary())
@@ -122,6 +134,6 @@ def run(args) -> int:
 
         raise InvalidArgument(f"every call of {args.target} raised ({result.failures[0].verdict.message}); "
                               f"check it against the signature '{spec.signature}' ('gpuemu ops {spec.name}')")
-    if result.failures and not args.exit_zero:
-        return 1
+    if not result.ok and not args.exit_zero:
+        return 1  # FAIL or ERROR; PRECONDITION too unless --preconditions warn (or oracle.preconditions: warn)
     return 0

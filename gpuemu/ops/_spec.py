@@ -44,9 +44,15 @@ class OpSpec:
     ``error_scale(inputs, kwargs, ref)`` returns, per output element, the magnitude that rounding
     errors of a correct kernel scale with; the bound there is ``atol + rtol * scale`` (plus the
     rounding allowance, see :mod:`gpuemu.tolerance`).
-    ``rounded(inputs, kwargs, ref)``, where given, is the magnitude of an intermediate that correct kernels
-    legitimately round to the input dtype (attention's P @ |V|: flash kernels cast P to the input dtype
-    for the second dot); the bound allows that rounding exactly, at the dtype's unit roundoff.
+    ``rounded(inputs, kwargs, ref)``, where given, is the magnitude of the intermediates that correct code
+    legitimately stores in the input dtype: the framework's own eager form (``F.silu(a)`` stored in fp16
+    before ``* b``; Hugging Face's RMSNorm casting the normalised value back before ``* weight``; the
+    products of eager rope) and the tensor-core form of flash kernels (attention's P cast to the input
+    dtype before P @ V). The bound allows each such rounding exactly, at the dtype's unit roundoff.
+    ``eager(*args, **kwargs)`` is the op as PyTorch eager code writes it, in the input dtype (the answer the
+    field trusts: a kernel no further from fp64 than it is correct; see :mod:`gpuemu.oracle`).
+    ``wider_output``: a float output more precise than the input dtype is accepted (an fp32 loss for fp16
+    logits, fp32 statistics) and judged in its own dtype; a less precise one is a failure.
     ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
     """
 
@@ -68,6 +74,9 @@ class OpSpec:
     constraints: Callable[[Mapping[str, int], Mapping[str, Any]], str | None] | None = None
     rounded: Callable[..., Any] | None = None
     rounded_doc: str = ""
+    eager: Callable[..., Any] | None = None
+    eager_doc: str = ""
+    wider_output: bool = False
 
     def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any) -> Any:
         """``rounded`` on fp64 inputs with the op's default kwargs filled in; None for ops without one."""
@@ -99,5 +108,7 @@ class OpSpec:
             "output": self.out_kind,
             "error_scale": self.scale_doc,
             "rounded_intermediate": self.rounded_doc or None,
+            "eager_form": self.eager_doc or None,
+            "wider_output": self.wider_output,
             "mpmath_check": self.mp_element is not None,
         }

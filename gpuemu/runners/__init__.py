@@ -84,11 +84,31 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
                 out.launches = _merge(launches, reports)
     except Exception as e:  # the kernel's failure is the verdict
         out.error = e
-        tb = traceback.extract_tb(e.__traceback__)
-        where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-        out.error_text = one_line(e) + where
+        frame = _user_frame(traceback.extract_tb(e.__traceback__))
+        out.error_text = one_line(e) + (f" ({frame.filename}:{frame.lineno})" if frame else "")
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _user_frame(tb):
+    """Where the launcher's own code raised: the deepest frame outside gpuemu, torch and triton (an
+    IndexError from ``out.stride(-2)`` passes through gpuemu's poisoning mode and torch; the user's line
+    is the one to show), else the deepest frame outside gpuemu, else the deepest."""
+    import os.path
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    libs = [here]
+    for mod in ("torch", "triton"):
+        try:
+            libs.append(os.path.dirname(os.path.abspath(__import__(mod).__file__)))
+        except Exception:  # pragma: no cover - not installed
+            pass
+    frames = list(tb)
+    for skip in (libs, [here]):
+        for fr in reversed(frames):
+            if not any(os.path.abspath(fr.filename).startswith(d + os.sep) for d in skip):
+                return fr
+    return frames[-1] if frames else None
 
 
 def _runtime_scope():
