@@ -28,9 +28,10 @@ def __getattr__(name: str):
 
         return getattr(oracle, name)
     if name in ("requires", "Requires", "preconditions"):
-        from . import preconditions
+        import importlib
 
-        return preconditions if name == "preconditions" else getattr(preconditions, name)
+        module = importlib.import_module(".preconditions", __name__)  # not `from . import`: it re-enters here
+        return module if name == "preconditions" else getattr(module, name)
     if name == "Case":
         from .cases import Case
 
