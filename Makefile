@@ -62,3 +62,27 @@ bench-lint: $(STAMP)
 .PHONY: bench-hook
 bench-hook: $(STAMP)
 	$(PY) bench/hook_overhead.py --out bench/hook_overhead.md
+
+# The gate's end-to-end tests with what they need from the OS: headless Chromium + chromedriver (the HTML
+# report in a real browser) and a Prometheus server (the alert rule fires on a planted divergence). Installs
+# missing OS packages with apt-get (as root, else sudo) and the dev extra; a missing piece fails, not skips.
+.PHONY: test-gate-e2e
+SUDO ?= $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+test-gate-e2e: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v prometheus >/dev/null || \
+		{ $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+			--no-install-recommends chromium chromium-driver prometheus; }
+	$(PY) -m pip install -q -c constraints-dev.txt -e '.[dev]'
+	GPUEMU_REQUIRE_E2E=1 $(PY) -m pytest -q -rs -m "browser or prometheus" tests/test_html_report.py tests/test_alerts_e2e.py
+
+# gpuemu check over the whole example corpus (34 buggy + 25 correct launchers): exit 1 expected; then the
+# correct subset alone, exit 0. Outputs under bench/out/check/ (JSON, JUnit, SARIF, HTML, Markdown).
+.PHONY: check-corpus
+CHECK_N ?= 10
+check-corpus: $(STAMP)
+	$(PY) -m gpuemu check --manifest examples/kernels/manifest.yaml -n $(CHECK_N) --seed 1 --store bench/out/check/store \
+		--json bench/out/check/corpus.json --junit bench/out/check/corpus.junit.xml --sarif bench/out/check/corpus.sarif \
+		--html bench/out/check/corpus.html --markdown bench/out/check/corpus.md; \
+		rc=$$?; echo "exit $$rc (1 expected: the corpus has buggy kernels)"; test $$rc -eq 1
+	$(PY) -m gpuemu check --manifest examples/kernels/manifest.yaml --select correct=true -n $(CHECK_N) --seed 1 \
+		--store bench/out/check/store-correct --json bench/out/check/correct.json
