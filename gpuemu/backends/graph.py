@@ -256,7 +256,7 @@ class ShadowedGraph:
 
         return run_check(rt, source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: self.compiled(*call_args),
-                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out))
+                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out), nested=True)
 
     def _judge(self, rt: Any, chk: Any, args: tuple, pre: dict, out: Any) -> None:
         import torch
@@ -401,7 +401,7 @@ class AotGraphShadow:
 
         return run_check(rt, source="torch.compile", name=self.label, kind=self.kind, op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: real(inputs),
-                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out))
+                         judge=lambda chk, pre, out: self._judge(rt, chk, args, pre, out), nested=True)
 
     def _judge(self, rt: Any, chk: Any, args: list, pre: dict, out: Any) -> None:
         import torch

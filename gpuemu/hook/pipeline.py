@@ -30,9 +30,14 @@ def label(source: str, kind: str) -> str:
 
 def run_check(rt: Any, *, source: str, name: str, kind: str, op: str | None, dtype: str, bucket: str,
               capture: Callable[[Any], Any], call: Callable[[], Any],
-              judge: Callable[[Any, Any, Any], None]) -> Any:
-    """Run one sampled call through the check procedure; returns what ``call()`` returned."""
+              judge: Callable[[Any, Any, Any], None], nested: bool = False) -> Any:
+    """Run one sampled call through the check procedure; returns what ``call()`` returned.
+
+    ``nested``: the calls the real call makes may be checked themselves (a graph's kernels); a
+    ``@shadow`` launcher's own kernel launches are not (they are the launcher under check).
+    """
     chk = rt.begin(source=source, name=name, kind=kind, op=op, dtype=dtype, bucket=bucket)
+    chk.nested = nested
     captured = None
     try:
         captured = capture(chk)

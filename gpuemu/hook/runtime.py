@@ -32,6 +32,7 @@ from .settings import HookSettings
 
 log = logging.getLogger("gpuemu.hook")
 KEEP_DIVERGENCES = 100
+KEEP_HISTORY = 10_000
 SOURCES = ("torch.compile", "triton", "inductor", "shadow")
 
 
@@ -117,13 +118,22 @@ class Check:
         self.seconds = 0.0
         self._t = time.perf_counter()
         self._rng: Any = None
+        self._busy = True
+        self.nested = False  # True: calls made by the real call may be checked themselves (graphs' kernels)
         _tls.busy = getattr(_tls, "busy", 0) + 1
 
-    # the real call runs between pause() and resume(): its time is the host's, not the shadow's
+    # the real call runs between pause() and resume(): its time is the host's, not the shadow's, and the
+    # calls it makes are the host's too (a graph's kernels can be checked inside a checked graph call)
     def pause(self) -> None:
         self.seconds += time.perf_counter() - self._t
+        if self._busy and self.nested:
+            self._busy = False
+            _tls.busy -= 1
 
     def resume(self) -> None:
+        if not self._busy:
+            self._busy = True
+            _tls.busy = getattr(_tls, "busy", 0) + 1
         self._t = time.perf_counter()
         self._rng = _rng_state()
 
@@ -137,7 +147,9 @@ class Check:
 
     def end(self) -> None:
         """Finish: restore RNG, charge the budget, record telemetry; strict mode raises here."""
-        _tls.busy -= 1
+        if self._busy:
+            self._busy = False
+            _tls.busy -= 1
         if self._rng is not None:
             try:
                 _set_rng_state(self._rng)
@@ -161,6 +173,7 @@ class Check:
             st.passed += 1
         st.checks += 1
         lab = label(self.source, self.kind)
+        rt.history.append((lab, self.name, outcome))
         st.checks_by_source[lab] = st.checks_by_source.get(lab, 0) + 1
         if self.divergence is not None:
             st.divergences_by_source[lab] = st.divergences_by_source.get(lab, 0) + 1
@@ -193,6 +206,8 @@ class Runtime:
         self.bindings: dict = dict(settings.bindings)
         self.stats = Stats()
         self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
+        # the last checks as (source label, kernel/graph/launcher name, outcome), oldest first
+        self.history: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=KEEP_HISTORY)
         self._stored_per_key: collections.Counter = collections.Counter()
         self._logged: set = set()
         self._reported: set = set()
