@@ -1,0 +1,182 @@
+"""Correct as the field means it: preconditions (declared or found), refusals, wider outputs, eager forms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gpuemu
+from gpuemu import ops
+from gpuemu.calibrate import eager_control
+from gpuemu.oracle import FAIL, PASS, PRECONDITION, Oracle
+from gpuemu.preconditions import Requires, parse_cli
+from gpuemu.target import load
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELD = ROOT / "examples" / "kernels" / "field.py"
+
+
+def field(name):
+    return load(f"{FIELD}:{name}")
+
+
+def test_declared_contiguity_draws_no_strided_case_and_passes():
+    seen = []
+    r = gpuemu.fuzz(field("softmax_rows_declared"), op="softmax", iterations=40, seed=5, save=False,
+                    on_case=lambda i, case, v: seen.append(case.layouts["x"]))
+    assert r.ok and r.passed == 40, r.report()
+    assert set(seen) == {"contiguous"}
+    assert r.requires["contiguous"] == ["x"]
+
+
+def test_undeclared_contiguity_is_a_precondition_verdict_not_a_fail(tmp_path):
+    r = gpuemu.fuzz(field("softmax_rows"), op="softmax", iterations=40, seed=5, store=tmp_path)
+    assert not r.failed, r.report()  # no numerical FAIL: the kernel is right on every contiguous case
+    assert r.preconditions and r.precondition_cases == len(r.failures)
+    first = r.preconditions[0]
+    assert first.verdict.status == PRECONDITION
+    assert first.line().startswith("PRECONDITION seed=")
+    assert "x must be contiguous: silently wrong otherwise" in first.verdict.message
+    assert "@gpuemu.requires(contiguous=['x'])" in first.verdict.detail and ".contiguous()" in first.verdict.detail
+    assert first.record is not None  # stored, so it replays like any failure
+    assert not r.ok  # the default policy: an undeclared precondition fails the run
+    assert "PRECONDITION" in r.summary()
+    warned = gpuemu.fuzz(field("softmax_rows"), op="softmax", iterations=40, seed=5, save=False, preconditions="warn")
+    assert warned.ok and warned.preconditions
+
+
+def test_a_clear_refusal_is_rejected_input_not_an_error():
+    r = gpuemu.fuzz(field("softmax_rows_refuses"), op="softmax", iterations=40, seed=5, save=False)
+    assert r.ok and not r.failures, r.report()
+    assert r.rejected > 0 and r.passed == 40
+    assert "rejects non-contiguous input" in r.summary() and "x must be contiguous" in r.summary()
+
+
+def test_a_crash_on_strided_input_stays_an_error():
+    def crashes_on_strides(x):
+        if not x.is_contiguous():
+            return x.view(-1)[10**9]  # an IndexError, not a deliberate refusal
+        return torch.softmax(x, -1)
+
+    r = gpuemu.fuzz(crashes_on_strides, op="softmax", iterations=30, seed=5, save=False)
+    assert r.failed and r.failed[0].verdict.status == "error" and not r.rejected
+
+
+def test_a_real_stride_bug_with_wrong_contiguous_results_stays_a_fail():
+    def wrong_everywhere(x):
+        out = torch.softmax(x.contiguous(), -1)
+        return out * 1.01
+
+    r = gpuemu.fuzz(wrong_everywhere, op="softmax", iterations=20, seed=5, save=False)
+    assert r.failed and not r.preconditions
+
+
+def test_launcher_errors_point_at_the_launchers_line():
+    def needs_2d(x):
+        out = torch.empty_like(x)
+        _ = out.stride(-2)  # IndexError on a 1-D input, raised through gpuemu's poisoning mode
+        return torch.softmax(x, -1)
+
+    r = gpuemu.fuzz(needs_2d, op="softmax", iterations=30, seed=3, save=False)
+    errors = [f for f in r.failures if f.verdict.status == "error"]
+    assert errors, r.report()
+    assert f"{Path(__file__).name}:" in errors[0].verdict.message and "poison.py" not in errors[0].verdict.message
+
+
+def test_divisible_max_and_dtypes_preconditions_shape_the_cases():
+    seen = []
+
+    @gpuemu.requires(divisible={"N": 16}, max_dims={"N": 64}, dtypes=["fp16"])
+    def softmax(x):
+        return torch.softmax(x.float(), -1).to(x.dtype)
+
+    r = gpuemu.fuzz(softmax, op="softmax", iterations=30, seed=1, save=False,
+                    on_case=lambda i, case, v: seen.append((case.dims["N"], case.dtype)))
+    assert r.ok, r.report()
+    assert all(n % 16 == 0 and n <= 64 and dt == "fp16" for n, dt in seen), seen
+
+
+def test_cli_requires_and_policy(tmp_path, capsys, monkeypatch):
+    from gpuemu.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    target = f"{FIELD}:softmax_rows"
+    base = ["fuzz", target, "--op", "softmax", "-n", "30", "--seed", "5", "--store", str(tmp_path / "s")]
+    assert main(base + ["--json", str(tmp_path / "r.json")]) == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["precondition"] > 0 and doc["failed"] == 0
+    assert doc["failures"][0]["line"].startswith("PRECONDITION")
+    assert main(base + ["--preconditions", "warn"]) == 0
+    assert main(base + ["--requires", "contiguous=x"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--requires", "contiguous=nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no argument 'nope'" in err[0]
+    assert main(base + ["--requires", "divisible=N"]) == 2
+
+
+def test_project_file_declares_preconditions(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpuemu.yaml").write_text(f'requires:\n  "*field.py:softmax_rows": {{contiguous: [x]}}\n')
+    r = gpuemu.fuzz(field("softmax_rows"), op="softmax", iterations=30, seed=5, save=False,
+                    target=f"{FIELD}:softmax_rows")
+    assert r.ok and not r.preconditions, r.report()
+    (tmp_path / "gpuemu.yaml").write_text('requires:\n  "x.py:f": {contiguous: [x], bogus: 1}\n')
+    with pytest.raises(gpuemu.GpuemuError, match="requires.x.py:f: unknown key 'bogus'"):
+        gpuemu.fuzz(field("softmax_rows"), op="softmax", iterations=1, save=False)
+
+
+def test_parse_cli():
+    assert parse_cli(["contiguous"]).contiguous == ("*",)
+    req = parse_cli(["contiguous=x,weight", "divisible=N:8", "max=N:4096", "dtypes=fp16,bf16"])
+    assert req == Requires(contiguous=("x", "weight"), dtypes=("fp16", "bf16"), divisible={"N": 8},
+                           max_dims={"N": 4096})
+
+
+def test_wider_outputs_per_op():
+    oracle = Oracle.default()
+    logits = torch.randn(4, 33).half()
+    target = torch.randint(0, 33, (4,))
+    xent = ops.get("cross_entropy")
+    fp32_loss = F.cross_entropy(logits.float(), target, reduction="none")
+    assert oracle.compare(xent, "fp16", {"logits": logits, "target": target}, {}, fp32_loss).status == PASS
+    # a less precise output is a failure, and so is a wider one where the op does not allow it
+    x = torch.randn(4, 33)
+    v = oracle.compare(ops.get("sum"), "fp32", {"x": x}, {}, x.sum(-1).half())
+    assert v.status == FAIL and v.kind == "dtype"
+    xh = x.half()
+    v = oracle.compare(ops.get("softmax"), "fp16", {"x": xh}, {}, torch.softmax(xh.float(), -1))
+    assert v.status == FAIL and v.kind == "dtype"
+    # a wider output is still judged: an fp32 loss off by more than fp16 eager code could be fails
+    coarse = fp32_loss + 0.05
+    assert oracle.compare(xent, "fp16", {"logits": logits, "target": target}, {}, coarse).status == FAIL
+
+
+@pytest.mark.parametrize("op", ops.names())
+def test_pytorch_eager_form_of_every_op_passes(op):
+    r = gpuemu.fuzz(eager_control(op), op=op, iterations=24, seed=11, save=False, target=f"torch-eager:{op}")
+    assert r.ok, r.report()
+
+
+def test_eager_roundings_fail_without_their_allowance():
+    """The allowance is what makes eager pass (not a blanket loosening): without it these cases fail."""
+    import dataclasses
+
+    from gpuemu.cases import generate, materialize
+    from gpuemu.rng import derive_seed
+
+    strict = Oracle(Oracle.default().tolerances, framework_factor=0)
+    for op in ("swiglu", "rmsnorm", "rope"):
+        spec = ops.get(op)
+        bare = dataclasses.replace(spec, rounded=None)
+        failed = 0
+        for i in range(12):
+            inputs, kw = materialize(generate(op, derive_seed(3, i), dtype="fp16"))
+            out = spec.eager(*[inputs[a.name] for a in spec.args], **kw)
+            assert strict.compare(spec, "fp16", inputs, kw, out).status == PASS
+            failed += strict.compare(bare, "fp16", inputs, kw, out).status == FAIL
+        assert failed >= 3, (op, failed)
