@@ -15,7 +15,7 @@ from ..check.outputs import failure_text, first_failure, rel, summary_rows, tota
 from ..check.run import PASSING, CheckResult, KernelResult
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#1f2328;padding:0 16px}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;color:#1f2328;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:15px;margin:0}
 .verdict{display:inline-block;padding:4px 10px;border-radius:6px;font-weight:600;color:#fff}
@@ -32,6 +32,7 @@ details{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;margin:8px 0
 details.fail{border-color:#cf222e} summary{cursor:pointer}
 .meta td:first-child{width:180px;color:#59636e}
 .muted{color:#59636e}
+#summary code{overflow-wrap:anywhere;word-break:break-word} #summary td:nth-child(7){width:42%}
 """
 
 
@@ -109,7 +110,8 @@ def _matrix(k: KernelResult) -> str:
             cells.append(f'<td class="{cls} num" title="{_e(bad) or "all passed"}">{good}/{n}'
                          + (f" <span>({_e(bad)})</span>" if bad else "") + "</td>")
         rows.append(f"<tr><th>{_e(dt)}</th>{''.join(cells)}</tr>")
-    return (f'<table class="matrix"><tr><th rowspan="2">dtype</th>{top}</tr><tr>{head}</tr>{"".join(rows)}</table>'
+    return (f'<div style="overflow-x:auto"><table class="matrix"><tr><th rowspan="2">dtype</th>{top}</tr><tr>{head}</tr>'
+            f'{"".join(rows)}</table></div>'
             "<p class='muted'>passing / cases, by what the strategy drew: a case counts once in each group.</p>")
 
 
