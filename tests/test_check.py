@@ -145,9 +145,11 @@ def test_select_on_a_corpus_list_manifest(tmp_path, monkeypatch, capsys):
     make_project(tmp_path)
     (tmp_path / "corpus.yaml").write_text(
         "- {target: kernels/add.py:add, op: add, correct: true}\n"
-        "- {target: kernels/add.py:add_stride, op: add, correct: false}\n")
+        "- {target: kernels/add.py:add_stride, op: add, correct: false}\n"
+        "- {target: kernels/softmax.py:softmax_stride, op: softmax, correct: true, expect: precondition}\n")
     monkeypatch.chdir(tmp_path)
-    rc = main(["check", "--manifest", "corpus.yaml", "--select", "correct=true", "-n", "2", "-j", "1",
+    rc = main(["check", "--manifest", "corpus.yaml", "--select", "correct=true", "--select", "expect!=precondition",
+               "-n", "2", "-j", "1",
                "--store", str(tmp_path / "s"), "--json", "-"])
     assert rc == 0
     data = json.loads(capsys.readouterr().out)

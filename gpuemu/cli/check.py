@@ -21,7 +21,8 @@ def register(sub) -> None:
     p.add_argument("-k", dest="patterns", metavar="GLOB", action="append", default=[],
                    help="only launchers whose function or file:function matches GLOB (repeatable)")
     p.add_argument("--select", metavar="KEY=VALUE", action="append", default=[],
-                   help="only manifest entries whose KEY equals VALUE, e.g. correct=true (repeatable)")
+                   help="only manifest entries whose KEY equals VALUE (KEY!=VALUE: differs, or is absent), "
+                        "e.g. --select correct=true (repeatable; all must hold)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: the manifest's, else CPUs)")
     p.add_argument("--iterations", "-n", type=int, default=None, help="cases per launcher (overrides the manifest)")
     p.add_argument("--seed", type=_seed, default=None, help="run seed (overrides the manifest; default: random)")
@@ -52,20 +53,22 @@ def _seed(text: str) -> int:
 def _filter(kernels, patterns: list[str], selects: list[str]):
     from ..errors import InvalidArgument
 
-    wanted: list[tuple[str, str]] = []
+    wanted: list[tuple[str, str, bool]] = []  # (key, value, negated)
     for s in selects:
         key, eq, value = s.partition("=")
+        negated = key.endswith("!")
+        key = key.rstrip("!")
         if not eq or not key:
-            raise InvalidArgument(f"--select {s!r}: use KEY=VALUE, e.g. --select correct=true")
-        wanted.append((key, value))
+            raise InvalidArgument(f"--select {s!r}: use KEY=VALUE or KEY!=VALUE, e.g. --select correct=true")
+        wanted.append((key, value, negated))
 
     def keep(e) -> bool:
         if patterns and not any(fnmatch.fnmatchcase(e.function, p) or fnmatch.fnmatchcase(
                 f"{os.path.basename(e.file)}:{e.function}", p) or fnmatch.fnmatchcase(e.target, p) for p in patterns):
             return False
-        for key, value in wanted:
+        for key, value, negated in wanted:
             have = e.extra.get(key, getattr(e, key, None))
-            if str(have).lower() != value.lower():
+            if (str(have).lower() == value.lower()) == negated:  # a missing key equals no value
                 return False
         return True
 
