@@ -21,10 +21,13 @@ def run(args) -> int:
         print(f"{spec.name}: {spec.signature}")
         print(f"  meaning: {spec.meaning}")
         print(f"  dims: {', '.join(f'{d} ({r})' for d, r in spec.dims.items())}" + ("  + leading batch dims" if spec.has_batch else ""))
-        print(f"  dtypes: {', '.join(spec.dtypes)}; output: {spec.out_kind}")
+        print(f"  dtypes: {', '.join(spec.dtypes)}; output: {spec.out_kind}"
+              + (" (a more precise float output is accepted, judged in its own dtype)" if spec.wider_output else ""))
         print(f"  error scale: {spec.scale_doc}")
         print(f"  rounding allowed: u * (|ref| + {spec.rounded_doc})" if spec.rounded else
               "  rounding allowed: u * |ref| (the result's own rounding to the dtype; none where rtol is 0)")
+        if spec.eager_doc:
+            print(f"  PyTorch eager form: {spec.eager_doc} (a case no further from fp64 than 2x this passes)")
         for dt in ("fp32", "fp16", "bf16"):
             t = table.get(spec.name, dt)
             print(f"  tolerance {dt}: rtol={t.rtol:g} atol={t.atol:g}  ({t.source})")
