@@ -268,8 +268,27 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
             v64 = torch.from_numpy(_float_values(dist, params, shape, rng))
             vals = v64.to(torch.float32).to(dt)  # the documented rounding path: f64 -> f32 -> dtype
             t = _place(vals, layout, float("nan"))
-        out[arg.name] = t.to(device) if device != "cpu" else t
+        out[arg.name] = to_device(t, device)
     return out, call_kwargs(case)
+
+
+def to_device(t, device: str):
+    """``t`` on ``device`` with the geometry it has here: the whole storage moves (NaN gaps and the guard zone
+    after the view included) and the view is rebuilt with the same size, strides and offset. ``t.to(device)``
+    would hand the kernel a dense copy, and a kernel that ignores strides would never see a strided tensor."""
+    import torch
+
+    if t is None or str(t.device) == str(torch.device(device)):
+        return t
+    return _move_storage(t, device)
+
+
+def _move_storage(t, device: str):
+    import torch
+
+    st = t.untyped_storage()
+    whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
+    return whole.to(device).as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
 def call_kwargs(case: Case) -> dict[str, Any]:

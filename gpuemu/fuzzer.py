@@ -565,7 +565,9 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
     case = Case.from_dict(rec["case"])
     fn = fn or load(rec["target"])
     device = device or default_device()
-    inputs = {k: (None if v is None else v.to(device)) for k, v in tensors.items()}
+    from .cases import to_device
+
+    inputs = {k: to_device(v, device) for k, v in tensors.items()}  # the stored geometry, on any device
     oracle = Oracle.from_settings(settings)
     from .tolerance import Tolerance
 

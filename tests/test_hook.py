@@ -285,7 +285,7 @@ def test_disarmed_launches_run_tritons_own_code(hooked):
 
     cls = type(_rms_ok)
     rt = hooked(sample_rate=0.0)
-    rt.arming.quiet_calls = 4
+    rt.arming.quiet_calls = rt.arming.window = 4
     x, w = _x()
     assert rt.arming.armed and hook._triton_shadow in launches._interceptors  # armed at install
     for _ in range(6):

@@ -9,15 +9,18 @@ The hook *arms* (puts the patches in place through one undoable :class:`Scope`) 
 * **novelty** — at install, when the ``gpuemu`` backend compiles a graph (forward, backward or inference)
   and when Triton compiles a kernel (``triton.knobs.compilation.listener``): a new graph or kernel is
   about to run, and its first call of each (dtype, shape bucket) is checked;
-* **schedule** — a timer thread re-arms every ``period`` seconds while the budget allows: a *discovery
-  window* (a shape bucket first seen while disarmed is new then and is checked) with one *random sample*
-  (the first call made after the timer fired is checked; ``sample_rate=0`` turns these off). The period
-  follows the budget: ``max(MIN_PERIOD_S, mean check seconds / budget)``, so random checks use about
-  the budget and no more.
+* **schedule** — a timer thread re-arms every ``period`` seconds while the budget allows: a short
+  *discovery window* (a shape bucket first seen while disarmed is new then and is checked) with one
+  *random sample* (the first call made after the timer fired is checked; ``sample_rate=0`` turns these
+  off). The period follows the budget: random samples may use ``RANDOM_SHARE`` of it,
+  ``period = max(MIN_PERIOD_S, mean check seconds / (budget * RANDOM_SHARE))`` — at the default budget
+  of 5%, random checks take about 0.5% of wall time in steady state; the rest of the budget is for
+  novelty, which comes in bursts (a compile, a new shape).
 
 While armed, every call takes the slow path (:meth:`Runtime.decide`). The window closes (the hook
-disarms) after ``quiet_calls`` armed calls in a row with nothing new to check and no sample pending.
-``sample_rate=1`` keeps the hook armed for good (every call checked, as in tests and debugging).
+disarms) after ``quiet_calls`` armed calls in a row with nothing new to check and no sample pending
+(``QUIET_CALLS`` after novelty, ``SCHEDULE_QUIET_CALLS`` after a tick). ``sample_rate=1`` keeps the hook
+armed for good (every call checked, as in tests and debugging).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any, Callable
 MIN_PERIOD_S = 0.5
 FIRST_PERIOD_S = 1.0
 QUIET_CALLS = 512
+SCHEDULE_QUIET_CALLS = 64
+RANDOM_SHARE = 0.1
 
 
 class Scope:
@@ -74,6 +79,7 @@ class Arming:
         self.armed = False
         self.sample_due = False
         self.quiet = 0
+        self.window = quiet_calls  # the open window's length in quiet calls
         self.targets: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -94,10 +100,12 @@ class Arming:
     def always(self) -> bool:
         return self.rate >= 1.0
 
-    def arm(self, reason: str, *, sample: bool = False) -> None:
+    def arm(self, reason: str, *, sample: bool = False, quiet: int | None = None) -> None:
         """Open (or extend) a window: novelty (compile, install) or a scheduled sample."""
         with self._lock:
             self.quiet = 0
+            length = self.quiet_calls if quiet is None else quiet
+            self.window = max(self.window, length) if self.armed else length
             if sample and self.rate > 0:
                 self.sample_due = True
             self.stats.arms[reason] = self.stats.arms.get(reason, 0) + 1
@@ -120,7 +128,7 @@ class Arming:
             self.quiet = 0
             return
         self.quiet += 1
-        if self.quiet >= self.quiet_calls and not self.sample_due and not self.always:
+        if self.quiet >= self.window and not self.sample_due and not self.always:
             self.disarm()
 
     def take_sample(self) -> bool:
@@ -137,8 +145,8 @@ class Arming:
             return self.fixed_period
         st = self.stats
         n = max(st.checks, 1)
-        mean = st.shadow_seconds / n if st.checks else FIRST_PERIOD_S * self.budget.fraction
-        return max(MIN_PERIOD_S, mean / max(self.budget.fraction, 1e-9))
+        mean = st.shadow_seconds / n if st.checks else FIRST_PERIOD_S * self.budget.fraction * RANDOM_SHARE
+        return max(MIN_PERIOD_S, mean / max(self.budget.fraction * RANDOM_SHARE, 1e-9))
 
     def start(self) -> None:
         """The timer thread that re-arms on schedule (not needed when always armed)."""
@@ -153,7 +161,7 @@ class Arming:
         while not self._stop.wait(self.period()):
             try:
                 if self.budget.allows():
-                    self.arm("schedule", sample=True)
+                    self.arm("schedule", sample=True, quiet=min(SCHEDULE_QUIET_CALLS, self.quiet_calls))
             except Exception:  # the schedule must never die of one bad tick
                 pass
 

@@ -120,14 +120,23 @@ def _shadowed(rt: Runtime, original, tuner, args, kwargs):
                      judge=lambda chk, pre, _r: _relaunch(rt, chk, tuner, names, args, kwargs, tensors, pre))
 
 
-def _alternative(tuner: Any) -> tuple[Any, str]:
-    """(launcher, description) for the shadow launch: another config's when possible, else the same."""
+ALT_COMPILE_S = 1.0  # budget headroom wanted before compiling another config for a metamorphic re-launch
+
+
+def _alternative(tuner: Any, headroom: float = float("inf")) -> tuple[Any, str]:
+    """(launcher, description) for the shadow launch: another config's when possible, else the same.
+
+    Another config must be compiled (a second or so): only when the budget has room for that, otherwise
+    the check re-runs the same launcher now and tries the other config on a later check.
+    """
     launchers = list(getattr(tuner, "launchers", []) or [])
     current = launchers[0] if launchers else None
     cur_cfg = getattr(current, "config", None)
     cached = _alt_launchers.get(tuner)
     if cached is not None:
         return cached
+    if headroom < ALT_COMPILE_S:
+        return current, f"same config {cur_cfg}"
     for cfg in getattr(tuner, "configs", []) or []:
         if cur_cfg is not None and str(cfg) == str(cur_cfg):
             continue
@@ -145,7 +154,7 @@ def _alternative(tuner: Any) -> tuple[Any, str]:
 def _relaunch(rt: Runtime, chk, tuner, names, args, kwargs, tensors, pre) -> None:
     import torch
 
-    launcher, how = _alternative(tuner)
+    launcher, how = _alternative(tuner, rt.budget.headroom())
     if launcher is None:
         chk.skip("no compiled launcher to re-run")
         return

@@ -60,6 +60,10 @@ class Budget:
     def allows(self) -> bool:
         return self.spent < self.fraction * max(self.clock() - self.start, self.window)
 
+    def headroom(self) -> float:
+        """Seconds of shadow work the budget allows right now."""
+        return self.fraction * max(self.clock() - self.start, self.window) - self.spent
+
     def charge(self, seconds: float) -> None:
         with self._lock:
             self.spent += max(0.0, seconds)
