@@ -288,7 +288,7 @@ def _move_storage(t, device: str):
 
     st = t.untyped_storage()
     whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
-    return whole.to(device).as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    return whole.to(device, copy=True).as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
 def call_kwargs(case: Case) -> dict[str, Any]:
