@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         if not args.skip_micro:
-            from bench.hook_overhead import launch_overhead
+            sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ holds bench.py: import the sibling
+            from hook_overhead import launch_overhead
 
             result["micro"] = launch_overhead(calls=20000 if cuda else 300, rounds=5 if cuda else 2)
             print(f"micro: bare {result['micro']['bare_us']:.2f} us, hooked {result['micro']['hooked_us']:.2f} us "
