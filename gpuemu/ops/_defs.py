@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import mpmath
 import torch
@@ -131,16 +132,32 @@ for _name, _act, _mpa, _meaning in (
 # ---------------------------------------------------------------- reductions over the last dim
 
 
+_ROWS: dict[int, dict] = {}  # id(array) -> {(fn, row, dps): value}, dropped when the array is
+
+
+def _row_result(fn, x, row_index):
+    """``fn`` of one row at 50 digits, computed once per (array, row, function): the guards check several
+    elements, often of the same row, and a row's mpmath value costs N exps."""
+    per_array = _ROWS.get(id(x))
+    if per_array is None:
+        per_array = _ROWS[id(x)] = {}
+        weakref.finalize(x, _ROWS.pop, id(x), None)
+    key = (fn, tuple(row_index), mpmath.mp.dps)
+    if key not in per_array:
+        per_array[key] = fn(_row(x, row_index))
+    return per_array[key]
+
+
 def _red_mp(fn):
     def element(inputs, kwargs, index):
-        return fn(_row(inputs["x"], index))
+        return _row_result(fn, inputs["x"], index)
 
     return element
 
 
 def _scan_mp(fn):
     def element(inputs, kwargs, index):
-        return fn(_row(inputs["x"], index[:-1]))[index[-1]]
+        return _row_result(fn, inputs["x"], index[:-1])[index[-1]]
 
     return element
 
@@ -218,6 +235,11 @@ _add(OpSpec(
 ))
 
 
+def _mp_log_softmax(row):
+    lse = _mp_lse(row)  # once per row: recomputing it per element made the guard cost N^2 mpmath exps
+    return [v - lse for v in row]
+
+
 def _lse_terms(x):
     return x.abs().amax(-1, keepdim=True)
 
@@ -226,7 +248,7 @@ _add(OpSpec(
     name="log_softmax", signature="f(x)", meaning="log-softmax over last dim", args=_X, dims={"N": "reduced"},
     has_batch=True, reference=lambda x: torch.log_softmax(x, -1),
     error_scale=lambda i, k, r: 1 + i["x"].abs() + _lse_terms(i["x"]),
-    scale_doc="1 + |x| + max|x|", mp_element=_scan_mp(lambda row: [v - _mp_lse(row) for v in row]),
+    scale_doc="1 + |x| + max|x|", mp_element=_scan_mp(_mp_log_softmax),
 ))
 _add(OpSpec(
     name="logsumexp", signature="f(x) -> x.shape[:-1]", meaning="log(sum(exp(x))) over last dim", args=_X,
