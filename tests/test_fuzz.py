@@ -1,6 +1,7 @@
 """The fuzz loop on pure-torch launchers (fast) with planted bugs; Triton corpus runs are in test_corpus.py."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -136,3 +137,14 @@ def test_reproduce_api_round_trip(store):
     assert rp.same and rp.verdict.max_abs_err == r.failures[0].verdict.max_abs_err
     rp2 = gpuemu.reproduce(f"0x{seed:x}"[:8], store=store, fn=good_softmax)  # prefix; fixed kernel passes
     assert rp2.verdict.status == "pass" and not rp2.same
+
+
+def test_bf16_keeps_being_tested_after_a_raising_bf16_case():
+    from gpuemu.target import load
+
+    fn = load(str(Path(__file__).resolve().parent / "bf16_after_raise.py") + ":add_bf16_wrong")
+    r = gpuemu.fuzz(fn, op="add", iterations=60, seed=2, save=False, shrink_failures=False)
+    assert "bf16" not in r.skipped, r.skipped
+    kinds = {(f.case.dtype, f.verdict.kind) for f in r.failures}
+    assert any(dt == "bf16" and k in ("mismatch", "nonfinite") for dt, k in kinds), kinds
+    assert all(dt == "bf16" for dt, _ in kinds)

@@ -74,7 +74,7 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
         # the interpreter evaluates kernels with numpy: an exp that overflows is the kernel's business
         with contextlib.ExitStack() as stack:
             launches = stack.enter_context(observe_launches())
-            reports = stack.enter_context(_runtime_scope()) if use_runtime else []
+            reports = stack.enter_context(_runtime_scope()) if use_runtime else None
             stack.enter_context(poison_allocations(enabled=poison))
             stack.enter_context(np.errstate(all="ignore"))
             try:
@@ -120,7 +120,7 @@ def _runtime_scope():
         try:
             from .. import runtime
         except Exception:  # pragma: no cover - no triton: nothing to run on the runtime
-            yield []
+            yield None
             return
         was = runtime.active()
         if not was:
@@ -135,14 +135,19 @@ def _runtime_scope():
     return scope()
 
 
-def _merge(launches: list[Launch], reports: list) -> list[Launch]:
-    """Launch records with what the runtime reported for the same launch (in order) in ``options``."""
+def _merge(launches: list[Launch], reports: list | None) -> list[Launch]:
+    """Launch records with what the runtime reported for the same launch (in order) in ``options``. When the
+    runtime was active every launch ran on it, also one that raised before reporting (an out-of-bounds
+    finding): such a call is still evidence about bf16, and must not make the fuzzer drop bf16."""
     import dataclasses
 
-    if not reports or len(reports) != len(launches):
+    if reports is None:
         return list(launches)
-    return [dataclasses.replace(lch, options={**lch.options, "runtime": "gpuemu", **rep.launch_options()})
-            for lch, rep in zip(launches, reports)]
+    out = []
+    for i, lch in enumerate(launches):
+        extra = reports[i].launch_options() if len(reports) == len(launches) else {}
+        out.append(dataclasses.replace(lch, options={**lch.options, "runtime": "gpuemu", **extra}))
+    return out
 
 
 def ran_on_runtime(launches: list[Launch]) -> bool:
