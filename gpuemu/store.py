@@ -4,6 +4,14 @@ Layout under the store root (``.gpuemu/`` by default; ``--store`` or ``GPUEMU_ST
 
     snapshots/<sha256>.safetensors   the exact inputs: each argument's whole storage, bytes as they were
     failures/<seed>--<target>.json   the record: case, verdict, tolerance, launches, snapshot hash
+    runs/<run seed>--<target>.json    what a fuzz run found but did not store (past its cap, or a full disk)
+
+A failure is identified by (target, seed): two targets fuzzed with the same run seed get the same case
+seeds, so a seed alone can name two records. ``find`` picks the record of the named target, says a seed
+is ambiguous when it names several, and says a seed was found but not stored (from ``runs/``) instead of
+replaying another target's record. Every record is validated against ``schemas/record.schema.json`` (and
+the case against the op registry) before anything runs: a malformed record is one SnapshotError naming
+the field.
 
 A snapshot keeps each argument's full storage plus its size, stride and offset, so a strided view and
 the poison in its gaps replay byte for byte; no pickle is involved (safetensors; bf16 is native). The
@@ -94,6 +102,78 @@ def decode_tensors(blob: bytes) -> dict[str, Any]:
     return out
 
 
+RECORD_SCHEMA = "record.schema.json"
+
+
+def record_schema() -> dict:
+    """The JSON Schema of a failure record (shipped in the package as ``gpuemu/schemas/record.schema.json``)."""
+    from importlib import resources
+
+    return json.loads(resources.files("gpuemu").joinpath("schemas", RECORD_SCHEMA).read_text(encoding="utf-8"))
+
+
+def _field(path) -> str:
+    return ".".join(str(p) for p in path) or "<top>"
+
+
+def validate_record(rec: Any, where: str | os.PathLike = "record") -> dict:
+    """``rec`` if it is a well-formed failure record; else SnapshotError naming the field and the file.
+
+    >>> validate_record({"schema_version": 99}, "r.json")   # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    gpuemu.errors.SnapshotError: failure record r.json: schema_version: 99 ...
+    """
+    import jsonschema
+
+    def bad(field: str, why: str) -> SnapshotError:
+        return SnapshotError(f"failure record {where}: {field}: {why}; it cannot be replayed (re-run gpuemu fuzz "
+                             "to store it again)")
+
+    validator = jsonschema.Draft202012Validator(record_schema())
+    errors = sorted(validator.iter_errors(rec), key=lambda e: (len(e.absolute_path), _field(e.absolute_path)))
+    if errors:
+        e = jsonschema.exceptions.best_match(errors)
+        field = _field(e.absolute_path)
+        if e.validator == "required":
+            missing = next((m for m in re.findall(r"'([^']+)' is a required property", e.message)), "?")
+            field = f"{field}.{missing}" if e.absolute_path else missing
+            raise bad(field, "is missing")
+        if e.validator == "const" and field == "schema_version":
+            raise bad(field, f"is {e.instance!r}; this gpuemu reads records of schema_version {SCHEMA_VERSION}")
+        raise bad(field, f"{e.instance!r} is invalid ({e.message})" if len(repr(e.instance)) < 80 else e.message[:160])
+    if "hook" not in rec:
+        _check_case(rec["case"], "case", bad)
+        if rec.get("original_case") is not None:
+            _check_case(rec["original_case"], "original_case", bad)
+        if rec["op"] != rec["case"]["op"]:
+            raise bad("op", f"{rec['op']!r} differs from case.op {rec['case']['op']!r}")
+    return rec
+
+
+def _check_case(case: dict, name: str, bad) -> None:
+    """The case against the op registry: known op, exactly the op's dims, a layout per argument."""
+    from . import ops
+    from .cases import dim_limits
+
+    try:
+        spec = ops.get(case["op"])
+    except Exception:
+        raise bad(f"{name}.op", f"{case['op']!r} is not a known op") from None
+    if set(case["dims"]) != set(spec.dims):
+        raise bad(f"{name}.dims", f"has {sorted(case['dims'])}, {spec.name} has dims {sorted(spec.dims)}")
+    for d, v in case["dims"].items():
+        lo, hi = dim_limits(spec, d)
+        if not lo <= v <= 1 << 20:
+            raise bad(f"{name}.dims.{d}", f"{v} is outside [{lo}, {1 << 20}]")
+    names = {a.name for a in spec.args}
+    if set(case["layouts"]) - names:
+        raise bad(f"{name}.layouts", f"names {sorted(set(case['layouts']) - names)}, not arguments of {spec.name} "
+                                     f"({', '.join(sorted(names))})")
+    problem = spec.check_dims({k: int(v) for k, v in case["dims"].items()}, dict(case.get("kwargs", {})))
+    if problem is not None:
+        raise bad(f"{name}.dims", str(problem))
+
+
 @dataclass(frozen=True)
 class StoredFailure:
     record: dict
@@ -102,6 +182,22 @@ class StoredFailure:
     @property
     def seed(self) -> int:
         return int(self.record["case"]["seed"])
+
+    @property
+    def target(self) -> str:
+        return str(self.record.get("target", ""))
+
+
+def replay_command(seed: int, *, target: str | None = None, store: str | os.PathLike | None = None) -> str:
+    """The ``gpuemu reproduce`` command line for a stored failure, quoted for a POSIX shell."""
+    import shlex
+
+    cmd = f"gpuemu reproduce {seed_hex(seed)}"
+    if store is not None:
+        cmd += f" --store {shlex.quote(str(store))}"
+    if target:
+        cmd += f" --target {shlex.quote(target)}"
+    return cmd
 
 
 class Store:
@@ -148,46 +244,102 @@ class Store:
         return path
 
     def list(self) -> list[StoredFailure]:
-        out = []
+        """The readable records (see :meth:`scan` for the unreadable ones too)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[StoredFailure], list[tuple[Path, str]]]:
+        """(valid records, [(path, why)] of records that are not JSON or do not match the schema)."""
+        out, bad = [], []
         for p in sorted((self.root / "failures").glob("*.json")):
             try:
-                out.append(StoredFailure(json.loads(p.read_text()), p))
-            except (OSError, ValueError):
+                out.append(StoredFailure(self._read(p), p))
+            except SnapshotError as e:
+                bad.append((p, str(e)))
+        return out, bad
+
+    def _read(self, p: Path) -> dict:
+        try:
+            rec = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise SnapshotError(f"failure record {p} cannot be read: {e.strerror or e}") from None
+        except ValueError:
+            raise SnapshotError(f"failure record {p} is corrupt (not JSON); delete it and re-run gpuemu fuzz") from None
+        return validate_record(rec, p)
+
+    def targets(self) -> set[str]:
+        """Target slugs that have records or run notes here (cheap: file names only)."""
+        out = set()
+        for sub in ("failures", "runs"):
+            d = self.root / sub
+            if d.is_dir():
+                out.update(p.stem.partition("--")[2] for p in d.glob("*--*.json"))
+        return out
+
+    def note_run(self, target: str, run_seed: int, unstored: Mapping[int, str]) -> None:
+        """Remember the failing seeds of a run that were not stored (seed -> why), so that ``find`` can say
+        so rather than match another target's record with the same seed."""
+        path = self.root / "runs" / f"{seed_hex(run_seed)}--{_slug(target)}.json"
+        doc = {"schema_version": SCHEMA_VERSION, "target": target, "run_seed": seed_hex(run_seed),
+               "unstored": {seed_hex(k): v for k, v in unstored.items()}}
+        try:
+            _atomic_write(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+        except OSError:
+            pass  # the store is full or read-only: the run already reported why seeds were not stored
+
+    def _unstored(self, seed_text: str) -> list[tuple[str, str, str]]:
+        """[(target, run seed, why)] of runs that found seed ``0x<seed_text>`` failing and did not store it."""
+        out = []
+        d = self.root / "runs"
+        for p in sorted(d.glob("*--*.json")) if d.is_dir() else ():
+            try:
+                doc = json.loads(p.read_text(encoding="utf-8"))
+                why = doc["unstored"].get(f"0x{seed_text}")
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
                 continue
+            if why is not None:
+                out.append((str(doc.get("target", "?")), str(doc.get("run_seed", "?")), str(why)))
         return out
 
     def find(self, seed: str, target: str | None = None) -> StoredFailure:
-        """The record whose seed is ``seed`` (hex, with or without 0x, or a unique hex prefix)."""
-        text = seed.lower().removeprefix("0x")
-        if not re.fullmatch(r"[0-9a-f]+", text):
+        """The record of ``target`` whose seed is ``seed`` (hex, with or without 0x, or a unique hex prefix).
+
+        A failure is (target, seed): without ``target`` a seed that names records of several targets is
+        ambiguous, and a seed that a run found but did not store is reported as such."""
+        text = seed.strip().lower().removeprefix("0x")
+        if not re.fullmatch(r"[0-9a-f]{1,16}", text):
             raise SnapshotError(f"seed {seed!r} is not a hex seed like 0x6f3a91 (as printed after 'replay:')")
+        text = text.lstrip("0") or "0"
         recs_dir = self.root / "failures"
         if not recs_dir.is_dir():
             raise SnapshotError(f"no failure store at {self.root}; run 'gpuemu fuzz' first, or pass --store DIR")
-        cands = []
-        for p in recs_dir.glob(f"0x{text}*--*.json"):
-            try:
-                rec = json.loads(p.read_text())
-            except (OSError, ValueError):
-                raise SnapshotError(f"failure record {p} is corrupt (not JSON); delete it and re-run gpuemu fuzz") from None
-            if target is None or target in str(rec.get("target", "")):
-                cands.append(StoredFailure(rec, p))
+        cands = [StoredFailure(self._read(p), p) for p in sorted(recs_dir.glob(f"0x{text}*--*.json"))]
         exact = [c for c in cands if seed_hex(c.seed) == f"0x{text}"]
         cands = exact or cands
+        unstored = self._unstored(text)
+        if target is not None:
+            same = [c for c in cands if c.target == target]
+            cands = same or [c for c in cands if target in c.target]
+            unstored = [u for u in unstored if u[0] == target] or [u for u in unstored if target in u[0]]
         if not cands:
-            raise SnapshotError(f"no stored failure with seed 0x{text} in {self.root}; "
-                                "'gpuemu reproduce --list' shows the stored seeds")
-        if len({c.seed for c in cands}) > 1 or len(cands) > 1:
-            names = ", ".join(f"{seed_hex(c.seed)} ({c.record.get('target')})" for c in cands[:5])
-            raise SnapshotError(f"seed 0x{text} is ambiguous in {self.root}: {names}; give more digits or --target")
+            if unstored:
+                t, run, why = unstored[0]
+                raise SnapshotError(f"seed 0x{text} of {t} failed in run {run} but was not stored ({why}); "
+                                    f"re-run that fuzz with fewer failures stored before it, or fix the first ones")
+            raise SnapshotError(f"no stored failure with seed 0x{text}" + (f" for target {target!r}" if target else "")
+                                + f" in {self.root}; 'gpuemu reproduce --list' shows the stored seeds")
+        others = [u for u in unstored if u[0] not in {c.target for c in cands}]
+        if len(cands) > 1 or (exact and others):
+            names = [f"{seed_hex(c.seed)} ({c.target})" for c in cands[:5]]
+            names += [f"0x{text} ({t}, not stored)" for t, _, _ in others[:3]]
+            hint = "give more digits" if len({c.seed for c in cands}) > 1 else "pass --target TARGET"
+            raise SnapshotError(f"seed 0x{text} is ambiguous in {self.root}: {', '.join(names)}; {hint}")
         return cands[0]
 
     def fetch(self, seed: str, target: str | None = None) -> tuple[dict, dict[str, Any]]:
         """(record, exact input tensors) of a stored failure; a missing or altered snapshot is an error."""
         found = self.find(seed, target)
         rec = found.record
-        snap = rec.get("snapshot") or {}
-        digest = snap.get("sha256", "")
+        digest = rec["snapshot"]["sha256"]
         path = self.root / "snapshots" / f"{digest}.safetensors"
         try:
             blob = path.read_bytes()
@@ -202,6 +354,10 @@ class Store:
         except Exception as e:
             raise SnapshotError(f"snapshot {path} cannot be read ({type(e).__name__}: {e})") from None
         return rec, tensors
+
+    def fetch_found(self, found: StoredFailure) -> tuple[dict, dict[str, Any]]:
+        """``fetch`` for a record already picked by :meth:`find`."""
+        return self.fetch(seed_hex(found.seed), found.target)
 
     def delete(self, seed: str, target: str | None = None) -> None:
         found = self.find(seed, target)

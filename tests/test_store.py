@@ -35,7 +35,8 @@ def test_snapshot_round_trip_keeps_bytes_and_geometry(op, seed, dtype):
 
 def _record(seed=0xABC, target="t.py:f"):
     c = cases.Case(op="relu", dtype="fp32", dims={"N": 4}, seed=seed)
-    return {"case": c.to_dict(), "target": target, "verdict": {"status": "fail"}}, {"x": torch.arange(4.0)}
+    return {"case": c.to_dict(), "target": target, "op": "relu", "tolerance": {"rtol": 1e-5, "atol": 1e-6},
+            "verdict": {"status": "fail", "kind": "mismatch", "message": "m"}}, {"x": torch.arange(4.0)}
 
 
 def test_save_fetch(store):
