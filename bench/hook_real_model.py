@@ -51,6 +51,7 @@ class RunConfig:
     warmup: int = 5
     device: str = "cuda"
     bug: str | None = None  # forward | backward (llama only)
+    eval_mode: str | None = None  # torch.compile(mode=...) of the eval forward ("reduce-overhead": CUDA graphs)
     seed: int = 0
     store: str = ".gpuemu-bench-real"
     hook_settings: dict = dataclasses.field(default_factory=dict)  # install() arguments (default: defaults)
@@ -161,7 +162,7 @@ def run_one(cfg: RunConfig) -> dict:
         out["checks_after_step"].append(rt.stats.checks if rt is not None else 0)
     out["params_fp"] = _fingerprint(torch.cat([p.detach().float().reshape(-1) for p in model.parameters()]))
     model.eval()
-    eval_c = torch.compile(logits_fn, backend=backend, options=options)
+    eval_c = torch.compile(logits_fn, backend=backend, options=options, mode=cfg.eval_mode)
     amp = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)
     for ids in evals:
         with torch.no_grad(), amp:
@@ -176,6 +177,7 @@ def run_one(cfg: RunConfig) -> dict:
         out["stats"] = rt.stats.to_dict()
         out["divergences"] = [d.to_dict() for d in rt.divergences]
         out["history"] = list(rt.history)
+        out["errors"] = list(rt.errors)
         out["settings"] = rt.settings.describe()
         hook.uninstall()
     return out
@@ -239,6 +241,7 @@ def compare(runs: list[dict]) -> dict:
     res["shadow_s"] = [s["shadow_seconds"] for s in st]
     res["arms"] = [s["arms"] for s in st]
     res["divergence_lines"] = [d["line"] for g in gem for d in g["divergences"]][:5]
+    res["errors"] = [g.get("errors", []) for g in gem]
     return res
 
 
@@ -294,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="I G pairs per model (the second I is the control)")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-bugs", action="store_true")
+    ap.add_argument("--cudagraphs", action="store_true", help="also GPT-2 eval with mode='reduce-overhead' (gpuemu)")
     ap.add_argument("--quick", action="store_true", help="CPU: tiny Llama, aot_eager, 3 steps")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
@@ -342,6 +346,16 @@ def main(argv: list[str] | None = None) -> int:
             c = compare(runs)
             result["models"].append(c)
             result.setdefault("runs", []).append(runs)
+        if args.cudagraphs and cuda:
+            m = "gpt2" if "gpt2" in models else models[0]
+            cfg = RunConfig(model=m, backend="gpuemu", inner=inner, steps=3, evals=evals, warmup=warmup,
+                            device=device, store=store + "-cg", eval_mode="reduce-overhead")
+            run = _spawn(cfg, tmp)
+            result["cudagraphs"] = {"model": m, "eval_ms": _median_after(run["eval_s"], warmup) * 1e3,
+                                    "checks_by_source": run["stats"]["checks_by_source"],
+                                    "skip_reasons": run["stats"]["skip_reasons"],
+                                    "divergences": run["stats"]["divergences"], "errors": run.get("errors", []),
+                                    "history": [h for h in run.get("history", []) if "graph" in h[0]][:10]}
         if not args.skip_bugs:
             m = "llama" if cuda else "llama-tiny"
             for bug, kernel in (("forward", "_rmsnorm_fwd"), ("backward", "_rmsnorm_bwd")):
@@ -388,6 +402,14 @@ def render(res: dict) -> str:
                          f"{c['eval_ms_gpuemu']:.3f} | **{c['eval_ratio']:.4f}**; {c['eval_mean_ratio']:.4f} | {bfb} | "
                          f"{src} | {c['divergences']} | {skips} |")
         lines.append("")
+    cg = res.get("cudagraphs")
+    if cg:
+        lines += [f"CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`, {cg['model']} eval, gpuemu): "
+                  f"{cg['eval_ms']:.3f} ms per forward; checks by source {cg['checks_by_source']}; "
+                  f"divergences {cg['divergences']}; skip reasons {cg['skip_reasons']}.", ""]
+    errs = [e for c in res["models"] for es in c.get("errors", []) for e in es]
+    if errs:
+        lines += ["gpuemu internal errors (counted, never raised): " + "; ".join(sorted(set(errs))[:5]), ""]
     if res["bugs"]:
         lines += ["| planted bug | kernel | its first check | checks of it | divergence | replay seed | "
                   "`gpuemu reproduce` on the CPU |", "|---|---|---|---|---|---|---|"]

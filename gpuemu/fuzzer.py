@@ -21,7 +21,8 @@ from .oracle import ERROR, FAIL, PASS, PRECONDITION, REJECTED, Evaluation, Oracl
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
 from .runners import Launch, bf16_unfaithful, default_device, interpreting
-from .store import Store, seed_hex
+from .runners.limits import CaseTimeout, time_limit
+from .store import Store, replay_command, seed_hex
 
 BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
                            "or is wrong); bf16 cases of Triton kernels run on a GPU")
@@ -31,6 +32,7 @@ _BIG_VALUES = {"large_spread", "near_max", "spike"}
 _BLOCK_ALIASES = {"attention": {"M": "Nq", "N": "Nk", "DMODEL": "D", "HEAD": "D"},
                   "cross_entropy": {"N": "C", "V": "C"}, "rope": {"HALF": "D"}}
 MAX_STORED = 100
+MAX_TIMEOUTS = 3  # a launcher that hangs this many times would hang on every case: the run stops there
 HINT_SEEDS = 3  # a hint needs its one-factor variant to pass on this many seeds
 
 
@@ -44,6 +46,8 @@ class Failure:
     original: Case | None = None
     record: str | None = None
     launches: tuple[Launch, ...] = ()
+    command: str | None = None  # the full replay command (with --store/--target where needed), once stored
+    not_stored: str | None = None  # why this failing seed has no record (then there is nothing to replay)
 
     def line(self) -> str:
         """The failure line of DESIGN.md."""
@@ -54,12 +58,21 @@ class Failure:
 
     @property
     def replay(self) -> str:
+        """The bare replay command (the seed); :meth:`replay_line` is the one to print."""
         return f"gpuemu reproduce {seed_hex(self.case.seed)}"
 
+    def replay_line(self) -> str:
+        """What follows ``replay:``: a command that works when pasted (store and target included where
+        needed), or why there is nothing to replay."""
+        if self.not_stored:
+            return f"not stored ({self.not_stored})"
+        return self.command or self.replay
+
     def to_dict(self) -> dict:
-        return {"line": self.line(), "replay": self.replay, "case": self.case.to_dict(),
+        return {"line": self.line(), "replay": self.command or self.replay, "case": self.case.to_dict(),
                 "verdict": self.verdict.to_dict(), "hint": self.hint,
                 "original_case": self.original.to_dict() if self.original else None, "record": self.record,
+                "stored": self.record is not None, "not_stored": self.not_stored,
                 "launches": [lch.to_dict() for lch in self.launches]}
 
 
@@ -87,6 +100,10 @@ class FuzzResult:
     framework_passes: int = 0  # cases outside the fp64 bound that PyTorch eager is as far from (see Oracle)
     requires: dict = field(default_factory=dict)
     precondition_policy: str = "fail"  # fail: an undeclared precondition fails the run; warn: it is shown only
+    interrupted: bool = False  # Ctrl-C: the result holds the cases that ran before it
+    timed_out: int = 0  # cases that ran past the per-case time limit (ERROR verdicts of kind "timeout")
+    case_timeout: float | None = None
+    stopped: str = ""  # why the run ended before its iterations, if it did
 
     @property
     def failed(self) -> list[Failure]:
@@ -113,7 +130,14 @@ class FuzzResult:
         s = f"Passed: {self.passed}/{self.iterations}"
         real = self.failed_cases - self.precondition_cases
         if real:
-            s += f" · {real} failing seed{'s' if real != 1 else ''} stored" if self.stored else f" · {real} failing"
+            kept = sum(1 for f in self.failed if f.record is not None)
+            plural = "s" if real != 1 else ""
+            if self.store is None or kept == 0:
+                s += f" · {real} failing seed{plural}" + (" (none stored)" if self.store is not None else "")
+            elif kept == real:
+                s += f" · {real} failing seed{plural} stored"
+            else:
+                s += f" · {real} failing seed{plural}, {kept} stored ({real - kept} not: {self._not_stored_reason()})"
         if self.precondition_cases:
             first = self.preconditions[0].verdict.message.split(":")[0] if self.preconditions else ""
             s += f" · {self.precondition_cases} PRECONDITION ({first}; declare it or make the launcher accept it)"
@@ -123,7 +147,14 @@ class FuzzResult:
             s += f" · {self.framework_passes} passed as no further from fp64 than PyTorch eager"
         for dt, why in self.skipped.items():
             s += f" · {dt} skipped: {why}"
+        if self.timed_out:
+            s += f" · {self.timed_out} timed out (limit {self.case_timeout:g} s per case)"
+        if self.stopped:
+            s += f" · stopped: {self.stopped}"
         return s
+
+    def _not_stored_reason(self) -> str:
+        return next((f.not_stored for f in self.failed if f.not_stored), "") or "not stored"
 
     precondition_cases: int = 0
 
@@ -140,7 +171,7 @@ class FuzzResult:
         lines = []
         failures = self.ordered_failures()
         for f in failures[:1]:
-            lines += [f.line(), f"replay: {f.replay}", f"case: {f.case.describe()}"]
+            lines += [f.line(), f"replay: {f.replay_line()}", f"case: {f.case.describe()}"]
             if f.verdict.detail:
                 lines.append(f.verdict.detail)
         for f in failures[1:6]:
@@ -167,7 +198,17 @@ class FuzzResult:
                 "skipped": dict(self.skipped), "seconds": self.seconds, "timings": dict(self.timings),
                 "own_share": self.own_share(), "first_failure_iteration": self.first_failure_iteration,
                 "first_failure_seconds": self.first_failure_seconds, "blocks": self.blocks,
-                "store": self.store, "store_error": self.store_error, "ok": self.ok}
+                "store": self.store, "store_error": self.store_error, "ok": self.ok,
+                "stored": self.stored, "interrupted": self.interrupted, "timed_out": self.timed_out,
+                "case_timeout": self.case_timeout, "stopped": self.stopped or None}
+
+
+class FuzzInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`fuzz`; ``result`` holds what ran before it (the CLI writes it and its summary)."""
+
+    def __init__(self, result: FuzzResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
 
 
 # ------------------------------------------------------------------------------------ kernel awareness
@@ -205,15 +246,47 @@ def _learn(blocks: Blocks, spec: ops.OpSpec, launches: Iterable[Launch]) -> None
 class _Runner:
     """Evaluates cases of one launcher and keeps the time accounts."""
 
-    def __init__(self, fn: Callable, oracle: Oracle, device: str, determinism: bool) -> None:
+    def __init__(self, fn: Callable, oracle: Oracle, device: str, determinism: bool,
+                 case_timeout: float | None = None) -> None:
         self.fn, self.oracle, self.device, self.determinism = fn, oracle, device, determinism
+        self.case_timeout = case_timeout
         self.timings: dict[str, float] = {"generate": 0.0, "kernel": 0.0, "reference": 0.0, "compare": 0.0}
+        self.hang_aborts = False  # while shrinking or explaining: a hang ends that phase (see _Hang)
 
     def __call__(self, case: Case, inputs: Mapping[str, Any] | None = None) -> Evaluation:
-        ev = self.oracle.evaluate(self.fn, case, device=self.device, check_determinism=self.determinism, inputs=inputs)
+        t0 = time.perf_counter()
+        try:
+            with time_limit(self.case_timeout):
+                ev = self.oracle.evaluate(self.fn, case, device=self.device, check_determinism=self.determinism,
+                                          inputs=inputs)
+        except CaseTimeout as e:
+            self.timings["kernel"] = self.timings.get("kernel", 0.0) + time.perf_counter() - t0
+            if self.hang_aborts:
+                raise _Hang() from None
+            return Evaluation(_timeout_verdict(e), [])
         for k, v in ev.verdict.seconds.items():
             self.timings[k] = self.timings.get(k, 0.0) + v
         return ev
+
+
+class _Hang(Exception):
+    """A case ran past its time limit while shrinking or explaining: stop that phase (one hang, not 48)."""
+
+
+def _timeout_verdict(e: CaseTimeout) -> Verdict:
+    """ERROR of kind ``timeout``, naming where the case was when the limit struck (the launcher's own line
+    when it was in the launcher's Python or its kernel, else the judging of its output)."""
+    import traceback
+
+    from .runners import _user_frame
+
+    frames = traceback.extract_tb(e.__traceback__)
+    in_launcher = any(f.name == "run_launcher" for f in frames)
+    fr = _user_frame(frames) if in_launcher else None
+    where = f" (at {fr.filename}:{fr.lineno})" if fr is not None and fr.name != "run_launcher" else ""
+    what = "the launcher or its kernel" if in_launcher else "judging its output"
+    return Verdict(ERROR, "timeout", f"case {e} in {what}{where}; raise it with --case-timeout or "
+                                     "fuzz.case_timeout if the case is only slow")
 
 
 def _same_failure(a: Verdict, b: Verdict) -> bool:
@@ -377,7 +450,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
          save: bool = True, target: str | None = None, max_failures: int | None = None,
          check_determinism: bool | None = None, requires: Requires | None = None,
-         preconditions: str | None = None,
+         preconditions: str | None = None, case_timeout: float | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op``.
 
@@ -389,6 +462,11 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     ``requires`` adds to the preconditions declared on ``fn`` (``@gpuemu.requires``) and in ``gpuemu.yaml``:
     no case is drawn outside them. A case that fails only because of an undeclared one (its contiguous twin
     passes) is a PRECONDITION, not a FAIL; ``preconditions="warn"`` lets those pass the run.
+
+    ``case_timeout`` (seconds; rule pack ``fuzz.case_timeout``) bounds each case: one that runs past it is
+    an ERROR verdict of kind ``timeout`` with its seed, and is neither shrunk nor explained. ``seed`` is an
+    int in [0, 2**64) or a decimal/0x-hex string. Ctrl-C raises :class:`FuzzInterrupted` (a
+    KeyboardInterrupt) carrying the partial result.
 
     >>> r = fuzz(lambda x: x.softmax(-1), op="softmax", iterations=5, seed=1, save=False)
     >>> r.ok
@@ -423,14 +501,21 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     if not dts:
         raise InvalidArgument(f"none of the requested dtypes is supported by {op} (supports {', '.join(spec.dtypes)})"
                               + (f" and declared by the launcher ({', '.join(req.dtypes)})" if req.dtypes else ""))
-    seed = _random_seed() if seed is None else int(seed) & MASK64
+    seed = _random_seed() if seed is None else parse_seed(seed)
+    case_timeout = fz.get("case_timeout") if case_timeout is None else case_timeout
+    if case_timeout is not None:
+        if isinstance(case_timeout, bool) or not isinstance(case_timeout, (int, float)) or not case_timeout > 0 \
+                or case_timeout == float("inf"):
+            raise InvalidArgument(f"case_timeout={case_timeout!r} must be a number of seconds > 0")
+        case_timeout = float(case_timeout)
     device = device or default_device()
     oracle = Oracle.from_settings(settings)
     determinism = fz.get("determinism_check", True) if check_determinism is None else check_determinism
-    run = _Runner(fn, oracle, device, bool(determinism))
+    run = _Runner(fn, oracle, device, bool(determinism), case_timeout)
     st = Store(settings.store) if save else None
     result = FuzzResult(target=target, op=op, seed=seed, store=str(settings.store) if save else None,
-                        requires=req.to_dict() if req else {}, precondition_policy=policy)
+                        requires=req.to_dict() if req else {}, precondition_policy=policy, case_timeout=case_timeout)
+    check_signature(fn, spec, generate(op, derive_seed(seed, 0), dtype=dts[0], strategy=strategy), target)
     if st is not None:
         st.ensure_writable()
 
@@ -440,59 +525,142 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     t_start = time.perf_counter()
     i = 0
     case_index = 0
-    while result.iterations < iterations and active:
-        dtype = active[case_index % len(active)]
-        case_seed = derive_seed(seed, case_index)
-        case_index += 1
-        case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks))
-        ev = run(case)
-        _learn(blocks, spec, ev.launches)
-        # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
-        if bf16_unfaithful(dtype, ev.launches):
-            result.skipped["bf16"] = BF16_INTERPRETER_REASON
-            active.remove("bf16")
-            continue
-        i = result.iterations
-        result.iterations += 1
-        verdict = ev.verdict
-        if verdict.status != PASS and not case.is_contiguous():
-            verdict = _layout_precondition(run, case, verdict) or verdict
-        if on_case:
-            on_case(i, case, verdict)
-        if verdict.status == PASS:
-            result.passed += 1
-            result.framework_passes += verdict.basis == "framework"
-            continue
-        if verdict.status == REJECTED:
-            result.passed += 1
-            result.rejected += 1
-            result.rejected_reason = result.rejected_reason or verdict.message
-            continue
-        result.failed_cases += 1
-        result.precondition_cases += verdict.status == PRECONDITION
-        if result.first_failure_iteration is None:
-            result.first_failure_iteration = i + 1
-            result.first_failure_seconds = time.perf_counter() - t_start
-        failure = Failure(case=case, verdict=verdict, launches=tuple(ev.launches))
-        kind = "precondition" if verdict.status == PRECONDITION else "fail"
-        if kind not in shrunk and shrink_failures:
-            shrunk.add(kind)
-            failure = _shrink_and_explain(run, case, ev, verdict, blocks, int(fz.get("shrink_budget", 48)))
-        if st is not None and result.stored < MAX_STORED and result.store_error is None:
-            try:
-                inputs, _ = materialize(failure.case, "cpu")
-                path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype), {}), inputs)
-                failure = Failure(failure.case, failure.verdict, failure.hint, failure.original, str(path), failure.launches)
-                result.stored += 1
-            except StoreError as e:  # a full disk must not end the run: the verdicts still stand
-                result.store_error = str(e)
-        result.failures.append(failure)
-        if max_failures is not None and len(result.failures) >= max_failures:
-            break
+    try:
+        while result.iterations < iterations and active:
+            dtype = active[case_index % len(active)]
+            case_seed = derive_seed(seed, case_index)
+            case_index += 1
+            case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks))
+            ev = run(case)
+            _learn(blocks, spec, ev.launches)
+            # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
+            if bf16_unfaithful(dtype, ev.launches):
+                result.skipped["bf16"] = BF16_INTERPRETER_REASON
+                active.remove("bf16")
+                continue
+            i = result.iterations
+            result.iterations += 1
+            verdict = ev.verdict
+            if verdict.status != PASS and not case.is_contiguous() and verdict.kind != "timeout":
+                verdict = _layout_precondition(run, case, verdict) or verdict
+            if on_case:
+                on_case(i, case, verdict)
+            if verdict.status == PASS:
+                result.passed += 1
+                result.framework_passes += verdict.basis == "framework"
+                continue
+            if verdict.status == REJECTED:
+                result.passed += 1
+                result.rejected += 1
+                result.rejected_reason = result.rejected_reason or verdict.message
+                continue
+            result.failed_cases += 1
+            result.precondition_cases += verdict.status == PRECONDITION
+            if result.first_failure_iteration is None:
+                result.first_failure_iteration = i + 1
+                result.first_failure_seconds = time.perf_counter() - t_start
+            failure = Failure(case=case, verdict=verdict, launches=tuple(ev.launches))
+            kind = "precondition" if verdict.status == PRECONDITION else "fail"
+            result.timed_out += verdict.kind == "timeout"
+            if kind not in shrunk and shrink_failures and verdict.kind != "timeout":
+                shrunk.add(kind)
+                failure = _shrink_and_explain(run, case, ev, verdict, blocks, int(fz.get("shrink_budget", 48)))
+            if st is not None and result.stored < MAX_STORED and result.store_error is None:
+                try:
+                    inputs, _ = materialize(failure.case, "cpu")
+                    path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype), {}), inputs)
+                    failure = dataclasses.replace(failure, record=str(path))
+                    result.stored += 1
+                except StoreError as e:  # a full disk must not end the run: the verdicts still stand
+                    result.store_error = str(e)
+            result.failures.append(failure)
+            if max_failures is not None and len(result.failures) >= max_failures:
+                break
+            if result.timed_out >= MAX_TIMEOUTS:
+                result.stopped = (f"{result.timed_out} cases ran past the {case_timeout:g} s limit; the rest would too "
+                                  "(fix the hang, or raise --case-timeout)")
+                break
+    except KeyboardInterrupt:
+        result.interrupted = True
     result.seconds = time.perf_counter() - t_start
     result.timings = dict(run.timings)
     result.blocks = blocks.to_dict()
+    _finish_replay_lines(result, st, settings)
+    if result.interrupted:
+        result.stopped = "interrupted (Ctrl-C)"
+        raise FuzzInterrupted(result)
     return result
+
+
+def parse_seed(seed: Any) -> int:
+    """A run seed as an int in [0, 2**64): an int, or a decimal or 0x-hex string; InvalidArgument otherwise.
+
+    >>> parse_seed("0x10"), parse_seed(7)
+    (16, 7)
+    """
+    if isinstance(seed, str):
+        try:
+            value = int(seed.strip(), 0)
+        except ValueError:
+            raise InvalidArgument(f"seed {seed!r} is not an integer (decimal or 0x-hex)") from None
+    elif isinstance(seed, int) and not isinstance(seed, bool):
+        value = seed
+    else:
+        raise InvalidArgument(f"seed {seed!r} is a {type(seed).__name__}; give an int or a decimal/0x-hex string")
+    if not 0 <= value <= MASK64:
+        raise InvalidArgument(f"seed {seed!r} is outside [0, 0xffffffffffffffff] (a 64-bit unsigned seed)")
+    return value
+
+
+def check_signature(fn: Callable, spec: ops.OpSpec, case: Case, target: str) -> None:
+    """A launcher that cannot take the op's arguments at all is a usage error, found before any kernel runs
+    (a launcher that takes them and then raises is a kernel failure: ERROR verdicts)."""
+    import inspect
+
+    from .cases import call_kwargs
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check ahead of the call
+        return
+    try:
+        sig.bind(*[None] * len(spec.args), **call_kwargs(case))
+    except TypeError as e:
+        raise InvalidArgument(f"{target}{sig} cannot be called as {spec.name}'s launcher ({e}); the op's "
+                              f"signature is '{spec.signature}' ('gpuemu ops {spec.name}')") from None
+
+
+def _finish_replay_lines(result: FuzzResult, st: Store | None, settings) -> None:
+    """Each failure's pasteable replay command, and a note of the seeds that were found but not stored."""
+    from pathlib import Path
+
+    from .store import _slug
+
+    if st is None:
+        result.failures = [dataclasses.replace(f, not_stored="this run did not use a store (save=False)")
+                           for f in result.failures]
+        return
+    store_arg = None
+    try:
+        if Path(settings.store).resolve() != (Path.cwd() / ".gpuemu").resolve():
+            store_arg = str(settings.store)
+    except OSError:
+        store_arg = str(settings.store)
+    others = st.targets() - {_slug(result.target)}
+    target_arg = result.target if others else None
+    unstored: dict[int, str] = {}
+    out = []
+    for f in result.failures:
+        if f.record is None:
+            why = f"the store failed: {result.store_error}" if result.store_error else \
+                f"only the first {MAX_STORED} failing cases of a run are stored"
+            unstored[f.case.seed] = why
+            out.append(dataclasses.replace(f, not_stored=why))
+        else:
+            out.append(dataclasses.replace(f, command=replay_command(f.case.seed, target=target_arg, store=store_arg)))
+    result.failures = out
+    if unstored:
+        st.note_run(result.target, result.seed, unstored)
 
 
 def _contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:
@@ -533,7 +701,20 @@ def _layout_precondition(run: _Runner, case: Case, verdict: Verdict, *, attribut
 
 def _shrink_and_explain(run: _Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks,
                         budget: int) -> Failure:
-    """The first failure of its class, shrunk and with its hint (PRECONDITION ones keep their layout)."""
+    """The first failure of its class, shrunk and with its hint (PRECONDITION ones keep their layout).
+    A candidate that hangs ends shrinking (and explaining) there: one hang, never one per candidate."""
+    run.hang_aborts = True
+    try:
+        return _shrink_and_explain_inner(run, case, ev, verdict, blocks, budget)
+    except _Hang:
+        return Failure(case=case, verdict=verdict, hint="not shrunk: a smaller case ran past the time limit",
+                       launches=tuple(ev.launches))
+    finally:
+        run.hang_aborts = False
+
+
+def _shrink_and_explain_inner(run: _Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks,
+                              budget: int) -> Failure:
     small, small_ev, _ = shrink(run, case, ev.verdict, blocks, budget)
     final_ev = small_ev or ev
     final = final_ev.verdict

@@ -512,20 +512,36 @@ def graph_copy(gm: Any) -> Any:
 
 
 def _fp64_copy(gm: Any) -> Any:
-    """A copy of ``gm`` whose floating constants are float64 (its parameters are lifted inputs)."""
+    """A copy of ``gm`` whose floating constants are float64 (its parameters are lifted inputs).
+
+    Built from a fresh copy of the graph over its constants, not a deepcopy: an aten graph's node metadata
+    holds fake tensors, and deep-copying them costs more than the check itself.
+    """
     import copy
+    import operator
 
     import torch
 
-    g = copy.deepcopy(gm)
-    for mod in g.modules():
-        for name, buf in list(mod._buffers.items()):
-            if buf is not None and buf.is_floating_point():
-                mod._buffers[name] = buf.to(torch.float64)
-        for name, p in list(mod._parameters.items()):
-            if p is not None and p.is_floating_point():
-                mod._parameters[name] = torch.nn.Parameter(p.detach().to(torch.float64), requires_grad=False)
-    for name, v in list(vars(g).items()):
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
-            setattr(g, name, v.to(torch.float64))
-    return g
+    if any(n.op == "call_module" for n in gm.graph.nodes):
+        g = copy.deepcopy(gm)
+        for mod in g.modules():
+            for name, buf in list(mod._buffers.items()):
+                if buf is not None and buf.is_floating_point():
+                    mod._buffers[name] = buf.to(torch.float64)
+            for name, p in list(mod._parameters.items()):
+                if p is not None and p.is_floating_point():
+                    mod._parameters[name] = torch.nn.Parameter(p.detach().to(torch.float64), requires_grad=False)
+        for name, v in list(vars(g).items()):
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                setattr(g, name, v.to(torch.float64))
+        return g
+    root: dict = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            v = operator.attrgetter(n.target)(gm)
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                v = v.detach().to(torch.float64)
+            root[n.target] = v
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return torch.fx.GraphModule(root, graph)

@@ -35,11 +35,32 @@ def write_json(dest: str, payload: dict) -> None:
         return
     try:
         Path(dest).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(dest + ".tmp")
+        tmp = Path(dest + f".tmp{os.getpid()}")
         tmp.write_text(text)
         os.replace(tmp, dest)
     except OSError as e:
         raise StoreError(f"cannot write --json {dest}: {e.strerror or e}") from None
+
+
+def check_writable(dest: str, flag: str) -> None:
+    """Fail before the run, with one line, when ``dest`` cannot be written (a file where a folder is needed,
+    a read-only folder, a directory given as the file)."""
+    import tempfile
+
+    path = Path(dest)
+    if path.is_dir():
+        raise StoreError(f"cannot write {flag} {dest}: it is a directory; give a file path")
+    parent = path.parent
+    probe_dir = parent
+    while not probe_dir.exists():
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise StoreError(f"cannot write {flag} {dest}: {probe_dir} is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".gpuemu-probe-"):
+            pass
+    except OSError as e:
+        raise StoreError(f"cannot write {flag} {dest}: {e.strerror or e}") from None
 
 
 def err(msg: str = "") -> None:

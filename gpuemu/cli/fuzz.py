@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import err, prepare_device, write_json
+from ..errors import GpuemuError as GpuemuErrorBase
+from ._common import check_writable, err, prepare_device, write_json
 
 
 def register(sub) -> None:
@@ -28,15 +29,51 @@ def register(sub) -> None:
     p.add_argument("--preconditions", choices=("fail", "warn"), default=None,
                    help="a case that fails only outside an undeclared precondition (PRECONDITION): fail the run "
                         "(default) or only show it")
+    p.add_argument("--case-timeout", metavar="SECONDS", type=_seconds, default=None,
+                   help="per-case time limit: a case running longer is an ERROR verdict (rule pack: fuzz.case_timeout)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
 
 
 def _seed(text: str) -> int:
+    from ..errors import InvalidArgument
+    from ..fuzzer import parse_seed
+
     try:
-        return int(text, 0)
+        return parse_seed(text)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _seconds(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"seed {text!r} is not an integer (decimal or 0x-hex)") from None
+        v = float("nan")
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"--case-timeout {text!r}: give a number of seconds > 0")
+    return v
+
+
+def _check_flags(args) -> None:
+    """Usage errors found before any kernel runs: empty lists, unwritable --json, bad dtypes."""
+    from ..cases import canonical_dtype
+    from ..errors import InvalidArgument
+
+    if args.dtype is not None:
+        names = [d.strip() for d in args.dtype.split(",")]
+        if not any(names) or not all(names):
+            raise InvalidArgument(f"--dtype {args.dtype!r}: give comma-separated dtypes, e.g. fp32,fp16")
+        for d in names:
+            try:
+                if canonical_dtype(d) not in ("fp32", "fp16", "bf16"):
+                    raise ValueError
+            except (ValueError, KeyError, TypeError, GpuemuErrorBase):
+                raise InvalidArgument(f"--dtype {d!r} is not one of fp32, fp16, bf16") from None
+    if args.json and args.json != "-":
+        check_writable(args.json, "--json")
 
 
 class _Progress:
@@ -81,6 +118,7 @@ def run(args) -> int:
     from ..preconditions import parse_cli
 
     spec = get(args.op)  # unknown op: one line before anything heavy happens
+    _check_flags(args)
     requires = parse_cli(args.requires)
     requires.check_against(spec)
     device = prepare_device(args.device)
@@ -96,11 +134,16 @@ def run(args) -> int:
     err(f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
         + (" (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
     progress = _Progress(total, f"fuzzing {spec.name}")
+    from ..fuzzer import FuzzInterrupted
+
+    interrupted = False
     try:
         result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
                       strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                       shrink_failures=not args.no_shrink, target=args.target, requires=requires,
-                      preconditions=args.preconditions, on_case=progress)
+                      preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress)
+    except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
+        result, interrupted = e.result, True
     finally:
         progress.close()
     err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
@@ -109,7 +152,7 @@ def run(args) -> int:
     if failures:
         first = failures[0]
         err(first.line())
-        err(f"replay: {first.replay}")
+        err(f"replay: {first.replay_line()}")
         err(f"case: {first.case.describe()}")
         if first.original is not None:
             err(f"shrunk from: {first.original.describe()}")
@@ -124,16 +167,16 @@ def run(args) -> int:
     err(result.summary())
     if args.json:
         write_json(args.json, result.to_dict())
+    if interrupted:
+        err("gpuemu: interrupted" + (f"; partial result written to {args.json}" if args.json and args.json != "-" else ""))
+        return 130
     if result.iterations == 0:
         from ..errors import InvalidArgument
 
         raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
                               "choose other dtypes with --dtype")
-    if result.all_errored:
-        from ..errors import InvalidArgument
-
-        raise InvalidArgument(f"every call of {args.target} raised ({result.failures[0].verdict.message}); "
-                              f"check it against the signature '{spec.signature}' ('gpuemu ops {spec.name}')")
+    if result.all_errored:  # the launcher takes the op's arguments (checked before the run): a broken kernel
+        err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
     if not result.ok and not args.exit_zero:
         return 1  # FAIL or ERROR; PRECONDITION too unless --preconditions warn (or oracle.preconditions: warn)
     return 0

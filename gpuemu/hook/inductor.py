@@ -120,7 +120,7 @@ def _shadowed(rt: Runtime, original, tuner, args, kwargs):
                      judge=lambda chk, pre, _r: _relaunch(rt, chk, tuner, names, args, kwargs, tensors, pre))
 
 
-ALT_COMPILE_S = 1.0  # budget headroom wanted before compiling another config for a metamorphic re-launch
+ALT_COMPILE_S = 5.0  # budget headroom wanted before compiling another config for a metamorphic re-launch
 
 
 def _alternative(tuner: Any, headroom: float = float("inf")) -> tuple[Any, str]:

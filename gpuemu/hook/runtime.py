@@ -33,6 +33,7 @@ from .settings import HookSettings
 log = logging.getLogger("gpuemu.hook")
 KEEP_DIVERGENCES = 100
 KEEP_HISTORY = 10_000
+KEEP_ERRORS = 20
 SOURCES = ("torch.compile", "triton", "inductor", "shadow")
 
 
@@ -208,6 +209,7 @@ class Runtime:
         self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
         # the last checks as (source label, kernel/graph/launcher name, outcome), oldest first
         self.history: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=KEEP_HISTORY)
+        self.errors: list[str] = []  # the first internal errors, as one line each (for reports and bug reports)
         self._stored_per_key: collections.Counter = collections.Counter()
         self._logged: set = set()
         self._reported: set = set()
@@ -230,7 +232,8 @@ class Runtime:
         sample, key, reason = self.sampler.decide(site, sig, force=forced)
         if reason is not None:
             self.stats.skip(reason)
-        self.arming.note(novel=sample)
+        # only a new key keeps the window open (a random sample inside it does not)
+        self.arming.note(novel=sample and self.sampler.last_new)
         return sample, key
 
     def begin(self, *, source: str, name: str, kind: str, op: str | None, dtype: str, bucket: str) -> Check:
@@ -240,6 +243,8 @@ class Runtime:
 
     def internal_error(self, where: str, exc: BaseException) -> None:
         self.stats.internal_errors += 1
+        if len(self.errors) < KEEP_ERRORS:
+            self.errors.append(f"{where}: {type(exc).__name__}: {str(exc)[:300]}")
         try:
             self.telemetry.internal_error(where, exc)
         except Exception:  # telemetry failing is itself only worth the log line below

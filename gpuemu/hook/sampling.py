@@ -12,7 +12,8 @@ call reaches this module. A site caches its last signature's key, so an armed ca
 signature builds no strings.
 
 Budget: shadow work may use at most ``budget`` of the wall time since install, with an initial allowance
-of ``budget * WINDOW_S`` seconds so that the very first checks can run.
+of ``budget * WINDOW_S`` seconds (3 s at the default 5%): novelty comes in a burst at start-up, when the
+first graphs and kernels run, and the first check of a graph costs far more than later ones.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-WINDOW_S = 10.0
+WINDOW_S = 60.0
 _NEVER = 1 << 62
 
 _tls = threading.local()
@@ -101,6 +102,7 @@ class Sampler:
         self.rate = float(rate)
         self.budget = budget
         self.rng = random.Random(seed)
+        self.last_new = False  # whether the last decided call had a key not checked yet
 
     def gap(self) -> int:
         """Calls until the next sampled one: geometric with success probability ``rate``."""
@@ -120,7 +122,7 @@ class Sampler:
         if key is None or shape != site.shape or dtype != site.dtype:
             key = (dtype_label(dtype), shape_bucket(shape))
             site.shape, site.dtype, site.key = shape, dtype, key
-        new = key not in site.seen
+        new = self.last_new = key not in site.seen
         site.countdown -= 1
         due = site.countdown <= 0
         if due:

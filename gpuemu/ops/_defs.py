@@ -591,22 +591,15 @@ _EAGER = {
 }
 
 
-def _lse_rounded(x):
-    """Per row: what eager code stores of the row's logsumexp in the input dtype (max + log-sum, the
-    log-sum term, the sum itself: lse, max, lse - max)."""
+def _lse_rounded(x, keepdim=True):
+    """Per row: what eager code stores of a logsumexp in the input dtype. torch computes it as max + log(sum(
+    exp(x - max))) with x - max, each exp and the sum stored (the log-sum errs by u * (2 + sum_i p_i |x_i - max|)),
+    then the log term, then lse itself (|lse - max|, |max|, |lse|)."""
     m = x.amax(-1, keepdim=True)
     lse = torch.logsumexp(x, -1, keepdim=True)
-    return lse.abs() + m.abs() + (lse - m).abs()
-
-
-def _logsumexp_rounded(i, k, r):
-    # torch.logsumexp in fp16/bf16: (x - max), each exp and the sum stored in the input dtype, then log, then
-    # + max: the log-sum term errs by u * (2 + sum_i p_i |x_i - max|), then its own rounding u * |lse - max|
-    x = i["x"]
-    m = x.amax(-1, keepdim=True)
-    p = torch.softmax(x, -1)
-    lse = torch.logsumexp(x, -1)
-    return 2 + (p * (x - m).abs()).sum(-1) + (lse - m.squeeze(-1)).abs() + m.squeeze(-1).abs()
+    spread = (torch.softmax(x, -1) * (x - m).abs()).sum(-1, keepdim=True)
+    out = 2 + spread + (lse - m).abs() + m.abs() + lse.abs()
+    return out if keepdim else out.squeeze(-1)
 
 
 def _gated_rounded(act):
@@ -632,18 +625,17 @@ def _linear_rounded(i, k, r):
     return (i["x"] @ i["w"].T).abs() if i.get("bias") is not None else torch.zeros_like(r)
 
 
+_LSE_DOC = ("2 + sum p|x - max| + |lse - max| + |max| + |lse| (the row's x - max, exps, sum, log-sum and "
+            "logsumexp stored in the input dtype)")
 _ROUNDED = {
     "swiglu": (_gated_rounded(F.silu), "|silu(a)| * |b| (silu(a) stored in the input dtype)"),
     "geglu": (_gated_rounded(F.gelu), "|gelu(a)| * |b| (gelu(a) stored in the input dtype)"),
     "geglu_tanh": (_gated_rounded(_gelu_tanh), "|gelu_tanh(a)| * |b| (gelu_tanh(a) stored in the input dtype)"),
     "rmsnorm": (_rmsnorm_rounded, "|x * rstd| * |w| (the normalised value stored in the input dtype)"),
     "layernorm": (_layernorm_rounded, "2 |xhat| * |w| (xhat and w * xhat stored in the input dtype)"),
-    "log_softmax": (lambda i, k, r: _lse_rounded(i["x"]),
-                    "|lse| + |max| + |lse - max| (the row's logsumexp stored in the input dtype)"),
-    "cross_entropy": (lambda i, k, r: _lse_rounded(i["logits"]).squeeze(-1),
-                      "|lse| + |max| + |lse - max| (the row's logsumexp stored in the input dtype)"),
-    "logsumexp": (_logsumexp_rounded, "2 + sum p|x - max| + |lse - max| + |max| (x - max, exp, sum and log "
-                                      "stored in the input dtype)"),
+    "log_softmax": (lambda i, k, r: _lse_rounded(i["x"]), _LSE_DOC),
+    "cross_entropy": (lambda i, k, r: _lse_rounded(i["logits"], keepdim=False), _LSE_DOC),
+    "logsumexp": (lambda i, k, r: _lse_rounded(i["x"], keepdim=False), _LSE_DOC),
     "linear": (_linear_rounded, "|x @ w.T| when a bias is added (addmm's product stored in the input dtype)"),
     "rope": (_rope_scale, "|x1||cos| + |x2||sin| (eager rope's products stored in the input dtype)"),
 }
