@@ -238,3 +238,12 @@ def test_unknown_and_rejected_statuses_are_handled_generically(tmp_path):
     from gpuemu.report.html import render
 
     assert 'data-status="weird"' in render(r)
+
+
+def test_a_broken_rule_pack_is_exit_2_before_any_fuzzing(tmp_path, monkeypatch, capsys):
+    make_project(tmp_path)
+    (tmp_path / "bad.yaml").write_text("schema_version: 1\nfuzz: {iterationz: 3}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--rulepack", "bad.yaml", "-j", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml: fuzz.iterationz" in err and "PASS" not in err

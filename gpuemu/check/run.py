@@ -313,6 +313,13 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
     store = store or manifest.store
     if store is not None:
         store = _abs(store, os.getcwd())
+    from .. import config
+
+    # a broken rule pack is the project's configuration error (exit 2), found before any worker starts
+    layers = list(config.resolve(rulepacks=packs, store=store).layers)
+    for e in manifest.kernels:
+        if e.rulepacks:
+            config.resolve(rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     tasks = []
@@ -352,9 +359,6 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                     d = KernelResult(target=e.target, op=e.op, seed=kw["seed"],
                                      error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
                 done(i, d)
-    from .. import config
-
-    layers = list(config.resolve(rulepacks=packs, store=store).layers)
     # reports name files relative to the working directory (the repository root in CI), as code scanning wants
     return CheckResult(kernels=[results[i] for i in range(len(tasks))], seed=run_seed, manifest=manifest.path,
                        root=os.getcwd(), device=device, rulepacks=layers, store=store, jobs=max(1, jobs),
