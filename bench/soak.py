@@ -54,7 +54,10 @@ def _expect(target: str) -> str:
     return next((e.expect for e in load_manifest() if e.target == target), "")
 
 
-def soak_one(target: str, op: str, dtype: str, iterations: int, seed: int) -> dict:
+STRICT_PACK = ROOT / "bench" / "soak_strict.yaml"  # oracle.framework_factor: 0 (the bound alone)
+
+
+def soak_one(target: str, op: str, dtype: str, iterations: int, seed: int, strict: bool = False) -> dict:
     """One control in one dtype under fuzz defaults (runs in a worker process). A control with a known
     contract (``expect`` in the manifest) fails only on a FAIL or ERROR: its PRECONDITION verdicts and
     refusals are what it should get, and are counted."""
@@ -65,7 +68,7 @@ def soak_one(target: str, op: str, dtype: str, iterations: int, seed: int) -> di
     torch.set_num_threads(1)  # one worker per core
     t = time.perf_counter()
     r = gpuemu.fuzz(_load(target, op), op=op, iterations=iterations, dtypes=[dtype], seed=seed, save=False,
-                    target=target)
+                    target=target, rulepack=[str(STRICT_PACK)] if strict else ())
     expect = _expect(target)
     bad = r.failed if expect else r.ordered_failures()
     return {"target": target, "op": op, "dtype": dtype, "iterations": r.iterations, "passed": r.passed,
@@ -121,6 +124,9 @@ def main() -> int:
     p.add_argument("--only", default=None, help="only controls whose target contains this text")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: examples/kernels/manifest.yaml)")
     p.add_argument("--out", default=str(ROOT / "bench" / "soak"))
+    p.add_argument("--strict", action="store_true",
+                   help="judge by the fp64 bound alone (the 'no further than 2x PyTorch eager' rule off): "
+                        "an eager control passes by that rule trivially, this shows the bound covers it")
     a = p.parse_args()
 
     out = Path(a.out)
@@ -139,7 +145,7 @@ def main() -> int:
           f"{a.jobs} jobs", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=a.jobs) as pool, log.open("a") as fh:
-        futs = {pool.submit(soak_one, t, op, dt, a.iterations, a.seed): (t, dt) for t, op, dt in todo}
+        futs = {pool.submit(soak_one, t, op, dt, a.iterations, a.seed, a.strict): (t, dt) for t, op, dt in todo}
         for f in as_completed(futs):
             row = f.result() | {"iterations_asked": a.iterations, "seed": a.seed}
             fh.write(json.dumps(row) + "\n")
