@@ -9,6 +9,7 @@ rule packs (the built-in ``rulepacks/default.yaml``, then any named by ``--rulep
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,7 +20,8 @@ SCHEMA_VERSION = 1
 _DTYPES = ("fp32", "fp16", "bf16")
 _TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
              "check", "oracle", "requires"}  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
-_FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool}
+_FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool,
+              "case_timeout": float}
 _ORACLE_KEYS = {"framework_factor": float, "preconditions": str}
 _HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str, "max_snapshot_mb": float,
               "max_store_mb": float}
@@ -50,6 +52,16 @@ def _fail(path: str, key: str, why: str) -> RulePackError:
     return RulePackError(f"{path}: {key}: {why}")
 
 
+_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _number(v: Any) -> Any:
+    """YAML 1.1 (PyYAML) reads ``1e-5`` as a string (it wants ``1.0e-5``); what everyone writes is a number."""
+    if isinstance(v, str) and _FLOAT_TEXT.fullmatch(v.strip()):
+        return float(v)
+    return v
+
+
 def _validate(doc: Any, path: str) -> dict:
     if doc is None:
         doc = {}
@@ -78,22 +90,41 @@ def _validate(doc: Any, path: str) -> dict:
             if not isinstance(entry, dict) or set(entry) - {"rtol", "atol"} or not {"rtol", "atol"} <= set(entry):
                 raise _fail(path, key, "expected {rtol: number, atol: number}")
             for k in ("rtol", "atol"):
-                v = entry[k]
+                v = entry[k] = _number(entry[k])
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
                     raise _fail(path, f"{key}.{k}", f"must be a number >= 0, got {v!r}")
     for section, keys in (("fuzz", _FUZZ_KEYS), ("hook", _HOOK_KEYS), ("oracle", _ORACLE_KEYS)):
         sec = doc.get(section, {}) or {}
         if not isinstance(sec, dict):
             raise _fail(path, section, "expected a mapping")
-        for k, v in sec.items():
+        for k, v in list(sec.items()):
             if k not in keys:
                 raise _fail(path, f"{section}.{k}", f"unknown key; allowed: {', '.join(sorted(keys))}")
             want = keys[k]
+            if want is float:
+                v = sec[k] = _number(v)
             ok = isinstance(v, want) and not (want is int and isinstance(v, bool))
             if want is float and isinstance(v, (int, float)) and not isinstance(v, bool):
                 ok = True
             if not ok:
                 raise _fail(path, f"{section}.{k}", f"expected {want.__name__}, got {v!r}")
+    fz = doc.get("fuzz") or {}
+    if "iterations" in fz and fz["iterations"] < 1:
+        raise _fail(path, "fuzz.iterations", f"must be >= 1, got {fz['iterations']!r}")
+    if "shrink_budget" in fz and fz["shrink_budget"] < 0:
+        raise _fail(path, "fuzz.shrink_budget", f"must be >= 0, got {fz['shrink_budget']!r}")
+    if "case_timeout" in fz and not 0 < fz["case_timeout"] < float("inf"):
+        raise _fail(path, "fuzz.case_timeout", f"must be a number of seconds > 0, got {fz['case_timeout']!r}")
+    for i, d in enumerate(fz.get("dtypes", [])):
+        if d not in _DTYPES + ("float32", "float16", "bfloat16"):
+            raise _fail(path, f"fuzz.dtypes[{i}]", f"{d!r} is not one of {', '.join(_DTYPES)}")
+    if "dtypes" in fz and not fz["dtypes"]:
+        raise _fail(path, "fuzz.dtypes", f"is empty; list some of {', '.join(_DTYPES)}")
+    if "strategy" in fz:
+        from .cases import STRATEGIES
+
+        if fz["strategy"] not in STRATEGIES:
+            raise _fail(path, "fuzz.strategy", f"{fz['strategy']!r} is not one of {', '.join(STRATEGIES)}")
     oracle = doc.get("oracle") or {}
     if oracle.get("preconditions", "fail") not in ("fail", "warn"):
         raise _fail(path, "oracle.preconditions", f"must be fail or warn, got {oracle['preconditions']!r}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import GpuemuError as GpuemuErrorBase
 from ._common import check_writable, err, prepare_device, write_json
 
 
@@ -70,7 +69,7 @@ def _check_flags(args) -> None:
             try:
                 if canonical_dtype(d) not in ("fp32", "fp16", "bf16"):
                     raise ValueError
-            except (ValueError, KeyError, TypeError, GpuemuErrorBase):
+            except (ValueError, InvalidArgument):
                 raise InvalidArgument(f"--dtype {d!r} is not one of fp32, fp16, bf16") from None
     if args.json and args.json != "-":
         check_writable(args.json, "--json")
@@ -79,20 +78,26 @@ def _check_flags(args) -> None:
 class _Progress:
     """A rich progress bar on a terminal; a plain line every tenth of the run otherwise."""
 
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.failed = total, label, 0
+    def __init__(self, total: int, label: str, header: str = "") -> None:
+        self.total, self.label, self.failed, self.header = total, label, 0, header
         self.bar = None
+        self.step = max(1, total // 10)
+
+    def _start(self) -> None:
+        err(self.header)
+        self.header = ""
         if sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn(), transient=True,
                                 console=_console())
-            self.task = self.bar.add_task(label, total=total, failed=0)
+            self.task = self.bar.add_task(self.label, total=self.total, failed=0)
             self.bar.start()
-        self.step = max(1, total // 10)
 
     def __call__(self, i: int, case, verdict) -> None:
+        if self.header:
+            self._start()
         self.failed += verdict.status != "pass"
         if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
@@ -123,6 +128,11 @@ def run(args) -> int:
     requires.check_against(spec)
     device = prepare_device(args.device)
     fn = load(args.target)
+    from ..cases import canonical_dtype, generate
+    from ..fuzzer import check_signature
+
+    # a launcher that cannot take the op's arguments: one line before anything runs
+    check_signature(fn, spec, generate(spec.name, 0, dtype=canonical_dtype(spec.dtypes[0])), args.target)
     iterations = args.iterations
     if iterations is not None and iterations < 1:
         from ..errors import InvalidArgument
@@ -130,10 +140,15 @@ def run(args) -> int:
         raise InvalidArgument(f"--iterations {iterations}: must be >= 1")
     from .. import config
 
-    total = iterations or int(config.resolve(rulepacks=tuple(args.rulepack), store=args.store).fuzz.get("iterations", 100))
-    err(f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
-        + (" (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
-    progress = _Progress(total, f"fuzzing {spec.name}")
+    settings = config.resolve(rulepacks=tuple(args.rulepack), store=args.store)
+    total = iterations or int(settings.fuzz.get("iterations", 100))
+    from ..store import Store
+
+    Store(settings.store).ensure_writable()
+    # the header comes with the first case, so that a usage error found inside fuzz() stays one line
+    progress = _Progress(total, f"fuzzing {spec.name}",
+                         header=f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
+                         + (" (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
     from ..fuzzer import FuzzInterrupted
 
     interrupted = False
@@ -175,7 +190,7 @@ def run(args) -> int:
 
         raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
                               "choose other dtypes with --dtype")
-    if result.all_errored:  # the launcher takes the op's arguments (checked before the run): a broken kernel
+    if result.all_errored and not result.timed_out:  # it takes the op's arguments (checked above): a broken kernel
         err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
     if not result.ok and not args.exit_zero:
         return 1  # FAIL or ERROR; PRECONDITION too unless --preconditions warn (or oracle.preconditions: warn)

@@ -1,8 +1,13 @@
-"""``gpuemu reproduce SEED``: re-run a stored failure on its exact stored input bytes."""
+"""``gpuemu reproduce SEED``: re-run a stored failure on its exact stored input bytes.
+
+A failure is (target, seed): ``--target`` picks among records of several targets with the same seed (the
+replay line printed by ``gpuemu fuzz`` carries it when the store holds several targets). Records are
+validated before anything runs; hook records re-run user code only with ``--trust``.
+"""
 
 from __future__ import annotations
 
-from ._common import err, prepare_device, write_json
+from ._common import check_writable, err, prepare_device, write_json
 
 
 def register(sub) -> None:
@@ -11,23 +16,34 @@ def register(sub) -> None:
     p.add_argument("seed", metavar="SEED", nargs="?", help="the seed printed after 'replay:' (hex, or a unique prefix)")
     p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
     p.add_argument("--target", default=None, help="pick among records of several targets with the same seed")
-    p.add_argument("--list", action="store_true", help="list the stored failures")
+    p.add_argument("--list", action="store_true", help="list the stored failures (and any corrupt records)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--trust", action="store_true",
+                   help="hook records: import the module the record names and re-run the call (importing runs "
+                        "that module's code); without it only the recorded output is re-judged")
+    p.add_argument("--recompile", action="store_true", help="hook graph records: compile the stored graph again here")
     p.add_argument("--json", metavar="PATH", default=None, help="write the replay as JSON ('-' for stdout)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from .. import config
-    from ..errors import InvalidArgument
+    from ..errors import InvalidArgument, SnapshotError
     from ..store import Store
 
+    if args.json and args.json != "-":
+        check_writable(args.json, "--json")
     if args.list:
         st = Store(config.resolve(store=args.store).store)
-        rows = st.list()
+        rows, bad = st.scan()
         for r in rows:
             err(r.record.get("line", "?") + f"  [{r.record.get('target')}]")
         err(f"{len(rows)} stored failure{'s' if len(rows) != 1 else ''} in {st.root}")
+        for _, why in bad:
+            err(f"corrupt: {why}")
+        if bad:
+            raise SnapshotError(f"{len(bad)} record{'s' if len(bad) != 1 else ''} in {st.root / 'failures'} "
+                                "cannot be replayed (listed above as corrupt)")
         return 0
     if not args.seed:
         raise InvalidArgument("reproduce needs a SEED (as printed after 'replay:'), or --list")
@@ -37,15 +53,21 @@ def run(args) -> int:
     if isinstance(found.record.get("hook"), dict):  # a divergence the hook stored in training or canary traffic
         from ..hook import replay_record
 
-        record, tensors = st.fetch(args.seed, args.target)
-        hr = replay_record(record, tensors, device=None if args.device == "auto" else device)
+        record, tensors = st.fetch_found(found)
+        hr = replay_record(record, tensors, device=None if args.device == "auto" else device,
+                           recompile=args.recompile, trust=args.trust)
         err(hr.report())
         if args.json:
-            write_json(args.json, {"record": record, "verdict": hr.verdict.to_dict(), "same": hr.same})
+            write_json(args.json, {"record": record, "verdict": hr.verdict.to_dict(), "same": hr.same,
+                                   "rerun": hr.rerun is not None, "how": hr.how})
         return 0 if hr.verdict.status == "pass" else 1
+    if args.recompile or args.trust:
+        raise InvalidArgument("--recompile and --trust apply to hook records; "
+                              f"{found.path.name} is a fuzz record (its target is re-run as asked)")
     from ..fuzzer import reproduce
 
-    rp = reproduce(args.seed, store=args.store, target=args.target, device=device)
+    err(f"replaying {found.target} seed 0x{found.seed:x} from {found.path} (re-runs {found.target})")
+    rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device)
     err(f"stored: {rp.record.get('line')}")
     err(rp.failure.line() if rp.verdict.status != "pass" else f"PASS seed=0x{rp.case.seed:x} (the stored failure no longer reproduces)")
     err(f"case: {rp.case.describe()}")

@@ -69,15 +69,18 @@ class HookReplay:
             lines.append(f"not re-run: {self.how}")
         lines.append("reproduced: same verdict" + (f", max abs err {self.recorded.max_abs_err!r}"
                                                    if self.recorded.max_abs_err is not None else "")
+                     + ("" if self.rerun is not None else " (the recorded output re-judged; nothing was re-run)")
                      if self.same else "NOT reproduced")
         return "\n".join(lines)
 
 
 def replay_record(record: Mapping[str, Any], tensors: Mapping[str, Any], *, device: str | None = None,
-                  recompile: bool = False, rulepack: tuple[str, ...] = ()) -> HookReplay:
+                  recompile: bool = False, rulepack: tuple[str, ...] = (), trust: bool = True) -> HookReplay:
     """Replay a hook divergence from ``Store.fetch``'s (record, tensors); see the module docstring.
 
-    ``device`` defaults to the record's device when it is available here, else ``cpu``.
+    ``device`` defaults to the record's device when it is available here, else ``cpu``. ``trust=False``
+    never imports the module a record names (importing runs it: a training script would train): only the
+    recorded output is re-judged (``gpuemu reproduce`` passes False unless ``--trust``).
     """
     from .. import config
 
@@ -93,11 +96,11 @@ def replay_record(record: Mapping[str, Any], tensors: Mapping[str, Any], *, devi
         if source == "torch.compile":
             recorded, rerun, how = _replay_graph(record, tensors, dev, tolerances, recompile)
         elif source == "shadow":
-            recorded, rerun, how = _replay_launcher(record, tensors, dev, tolerances)
+            recorded, rerun, how = _replay_launcher(record, tensors, dev, tolerances, trust)
         elif source == "triton" and record["hook"].get("check") == "metamorphic":
-            recorded, rerun, how = _replay_metamorphic(record, tensors, dev, tolerances)
+            recorded, rerun, how = _replay_metamorphic(record, tensors, dev, tolerances, trust)
         elif source == "triton":
-            recorded, rerun, how = _replay_bound_kernel(record, tensors, dev, tolerances)
+            recorded, rerun, how = _replay_bound_kernel(record, tensors, dev, tolerances, trust)
         elif source == "inductor":
             recorded, rerun, how = _replay_inductor(record, tensors, tolerances)
         else:
@@ -171,7 +174,14 @@ def _launch_args(record: Mapping[str, Any], tensors: Mapping[str, Any], device: 
     return kernel, params, dict(launch.get("options", {})), moved
 
 
-def _replay_bound_kernel(record, tensors, device, tolerances):
+def _untrusted(what: str, record) -> str:
+    launch = record["hook"].get("launch") or {}
+    where = record["hook"].get("file") or launch.get("file") or what.rpartition(":")[0]
+    return (f"{what} not re-run: that imports {where}, which runs its code; pass --trust to import it and "
+            "re-run the call")
+
+
+def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
     from .. import ops
     from .judge import compare_op
 
@@ -183,6 +193,8 @@ def _replay_bound_kernel(record, tensors, device, tolerances):
     inputs = {a: (pre[p] if p is not None else None) for a, p in b["inputs"].items()}
     kw_vals = {k: record["hook"]["launch"]["params"][p].get("value") for k, p in b["kwargs"].items()}
     recorded = oracle.compare(spec, dtype, inputs, kw_vals, _need(tensors, "out"))
+    if not trust:
+        return recorded, None, _untrusted(f"kernel {record['hook']['launch']['kernel']}", record)
     kernel, params, options, moved = _launch_args(record, tensors, device)
     inputs_dev = {a: (moved[p].clone() if p is not None else None) for a, p in b["inputs"].items()}
     _launch(kernel, record["hook"]["launch"]["grid"], params, options, device)
@@ -190,7 +202,7 @@ def _replay_bound_kernel(record, tensors, device, tolerances):
     return recorded, rerun, f"kernel {record['hook']['launch']['kernel']} launched on {device}"
 
 
-def _replay_metamorphic(record, tensors, device, tolerances):
+def _replay_metamorphic(record, tensors, device, tolerances, trust=True):
     from .judge import judge_pair, rms_scale
 
     h = record["hook"]
@@ -199,6 +211,8 @@ def _replay_metamorphic(record, tensors, device, tolerances):
     alt_grid = alt.pop("grid")
     recorded = judge_pair(_need(tensors, "real"), _need(tensors, "alt"), tolerances=tolerances, what="metamorphic",
                           scale=rms_scale)
+    if not trust:
+        return recorded, None, _untrusted(f"kernel {h['launch']['kernel']}", record)
     kernel, params, options, _ = _launch_args(record, tensors, device)
     _launch(kernel, h["launch"]["grid"], params, options, device)
     real = params[out]
@@ -209,7 +223,7 @@ def _replay_metamorphic(record, tensors, device, tolerances):
     return recorded, rerun, f"kernel launched twice on {device} ({', '.join(f'{k}={v}' for k, v in alt.items())})"
 
 
-def _replay_launcher(record, tensors, device, tolerances):
+def _replay_launcher(record, tensors, device, tolerances, trust=True):
     from .. import ops
     from .capture import capture, same_bits
     from .judge import compare_op
@@ -220,6 +234,8 @@ def _replay_launcher(record, tensors, device, tolerances):
     oracle = Oracle(tolerances)
     inputs = {a.name: tensors.get(f"in.{a.name}") for a in spec.args}
     recorded = oracle.compare(spec, dtype, inputs, kwargs, _need(tensors, "out"))
+    if not trust:
+        return recorded, None, _untrusted(f"launcher {record['hook']['launcher']}", record)
     try:
         launcher = _load(record["hook"]["launcher"], record["hook"].get("file"))
     except Exception as e:
@@ -275,7 +291,7 @@ def _replay_graph(record, tensors, device, tolerances, recompile):
     if recorded is None:
         raise SnapshotError("the snapshot holds no floating output to judge")
     if not recompile:
-        return recorded, None, "graph not recompiled (pass recompile=True to compile it again here)"
+        return recorded, None, "graph not recompiled (pass --recompile to compile it again here)"
     from ..backends import compile_inner
 
     compiled_fn = compile_inner(h.get("inner", "inductor"), gm, inputs, mode=None, options=None)
