@@ -279,6 +279,12 @@ def _spawn(cfg: RunConfig, tmp: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _save_partial(path: str | None, result: dict) -> None:
+    """The results so far (a run cut off by a time limit still leaves them)."""
+    if path:
+        Path(path + ".partial").write_text(json.dumps(result, default=str))
+
+
 def _has_transformers() -> bool:
     try:
         import transformers  # noqa: F401
@@ -294,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--evals", type=int, default=40)
     ap.add_argument("--models", default="gpt2,llama")
+    ap.add_argument("--warmup", type=int, default=10, help="calls left out of the timing medians")
     ap.add_argument("--rounds", type=int, default=2, help="I G pairs per model (the second I is the control)")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-bugs", action="store_true")
@@ -312,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if cuda else "cpu"
     inner = "inductor" if cuda else "aot_eager"
     steps, evals = (args.steps, args.evals) if not args.quick else (3, 2)
-    warmup = 5 if not args.quick else 1
+    warmup = args.warmup if not args.quick else 1
     models = [m for m in args.models.split(",") if m != "gpt2" or _has_transformers()] if not args.quick else ["llama-tiny"]
     if not cuda:
         models = ["llama-tiny" if m == "llama" else m for m in models if m != "gpt2"]
@@ -346,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             c = compare(runs)
             result["models"].append(c)
             result.setdefault("runs", []).append(runs)
+            _save_partial(args.json, result)
         if args.cudagraphs and cuda:
             m = "gpt2" if "gpt2" in models else models[0]
             cfg = RunConfig(model=m, backend="gpuemu", inner=inner, steps=3, evals=evals, warmup=warmup,
@@ -364,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                                 device=device, bug=bug, store=st)
                 run = _spawn(cfg, tmp)
                 result["bugs"].append(planted(run, kernel, store=st, device=device))
+                _save_partial(args.json, result)
     for r in result.get("runs", []):  # keep the JSON small: per-call lists stay, histories go
         for x in r:
             x.pop("history", None)
