@@ -113,7 +113,9 @@ def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> 
     passing = {"pass", "rejected"}
     bad = [f for f in result.failures if f.verdict.status not in passing]
     if bad:
-        replay = bad[0].replay + (f" --store {store}" if store else "")
+        # the fuzzer's replay line names the store and target where needed (older ones: add the store)
+        replay = bad[0].replay_line() if hasattr(bad[0], "replay_line") else \
+            bad[0].replay + (f" --store {store}" if store else "")
         user_properties.append(("gpuemu_replay", replay))
         lines = [f"gpuemu: {result.target} is not a correct {op}", bad[0].line(), f"replay: {replay}",
                  f"case: {bad[0].case.describe()}"]

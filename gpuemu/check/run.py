@@ -249,7 +249,8 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
     suffix = f" --store {store}" if store else ""
     for f in result.failures[:MAX_FAILURES_KEPT]:
         d = f.to_dict()
-        d["replay"] = f.replay + suffix
+        # the fuzzer's own replay line names the store and target where needed (older ones: add the store)
+        d["replay"] = f.replay_line() if hasattr(f, "replay_line") else f.replay + suffix
         d["case_text"] = f.case.describe()
         d["original_case_text"] = f.original.describe() if f.original else None
         res.failures.append(d)
