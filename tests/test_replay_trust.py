@@ -71,7 +71,7 @@ def test_two_targets_one_seed_pasted_lines_replay_the_right_failure(kfile, capsy
             argv += ["--target", f"k.py:{target}"]
         rc, _, err = cli(capsys, *argv[1:])
         assert rc == 1, err
-        assert f"replaying k.py:{target} seed" in err and "reproduced: same verdict" in err
+        assert f"replayed k.py:{target} seed" in err and "reproduced: same verdict" in err
         assert f"max abs err {f['verdict']['max_abs_err']!r} bit for bit" in err
 
 
@@ -102,7 +102,7 @@ def test_more_failures_than_stored_says_not_stored(kfile, capsys, monkeypatch):
     assert rc == 2 and "was not stored" in err and "only the first 2" in err
     assert len(err.strip().splitlines()) == 1
     rc, _, err = cli(capsys, "reproduce", seed, "--store", store, "--target", "k.py:layernorm_bad")
-    assert rc == 1 and "replaying k.py:layernorm_bad" in err and "reproduced: same verdict" in err
+    assert rc == 1 and "replayed k.py:layernorm_bad" in err and "reproduced: same verdict" in err
 
 
 SHADOW_MODULE = '''

@@ -66,8 +66,8 @@ def run(args) -> int:
                               f"{found.path.name} is a fuzz record (its target is re-run as asked)")
     from ..fuzzer import reproduce
 
-    err(f"replaying {found.target} seed 0x{found.seed:x} from {found.path} (re-runs {found.target})")
     rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device)
+    err(f"replayed {found.target} seed 0x{found.seed:x} from {found.path} (the launcher re-ran on the stored bytes)")
     err(f"stored: {rp.record.get('line')}")
     err(rp.failure.line() if rp.verdict.status != "pass" else f"PASS seed=0x{rp.case.seed:x} (the stored failure no longer reproduces)")
     err(f"case: {rp.case.describe()}")
