@@ -82,6 +82,15 @@ def _fmt(x: float | None) -> str:
     return "nan" if x is None or x != x else f"{x:.3g}"
 
 
+def _fmt_pair(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits (3 to 17) that show they differ."""
+    for digits in range(3, 18):
+        fa, fb = ("nan" if a != a else f"{a:.{digits}g}"), ("nan" if b != b else f"{b:.{digits}g}")
+        if fa != fb:
+            break
+    return fa, fb
+
+
 def _idx(i: tuple[int, ...]) -> str:
     return "[" + ",".join(str(v) for v in i) + "]"
 
@@ -307,9 +316,10 @@ class Oracle:
         lines = [
             f"Mismatched elements: {n} / {ref.numel()} ({100.0 * n / ref.numel():.1f}%)",
             f"Greatest absolute difference: {_fmt(e)} at index {_idx(idx)} (up to {_fmt(b)} allowed): "
-            f"got {_fmt(o)}, expected {_fmt(r)}",
-            f"Greatest relative difference: {_fmt(float(rel[rel_flat]))} at index "
-            f"{_idx(tuple(int(i) for i in _unravel(rel_flat, ref.shape)))}",
+            "got {}, expected {}".format(*_fmt_pair(o, r)),
+            (f"Greatest relative difference: {_fmt(float(rel[rel_flat]))} at index "
+             f"{_idx(tuple(int(i) for i in _unravel(rel_flat, ref.shape)))}" if bool((bad & ref_fin & out_fin).any())
+             else "Greatest relative difference: none finite (every mismatched element is NaN or infinite)"),
             f"Worst element relative to its bound: {_idx(widx)}, {_fmt(float(ratio.reshape(-1)[worst_flat]))}x the bound",
             _bound_doc(spec, tol, dtype),
         ]

@@ -48,7 +48,8 @@ def load(spec: str) -> Callable:
                               f"{', '.join(avail) or 'none'}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise TargetError(f"target {spec!r} is a {type(obj).__name__}, not a callable launcher")
+        kind = type(obj).__name__
+        raise TargetError(f"target {spec!r} is {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a callable launcher")
     return obj
 
 

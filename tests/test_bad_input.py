@@ -89,7 +89,7 @@ FUZZ = ("fuzz", "k.py:softmax_ok", "--op", "softmax", "-n", "1", "--dtype", "fp3
     (("fuzz", "k.py:softmax_ok", "--op", "sofmax"), "did you mean 'softmax'"),                      # unknown op
     (("fuzz", "nope.py:f", "--op", "softmax"), "does not exist"),                                  # missing file
     (("fuzz", "k.py:nope", "--op", "softmax"), "has no attribute 'nope'"),                         # missing function
-    (("fuzz", "k.py:NOT_CALLABLE", "--op", "softmax"), "is a int, not a callable"),                 # not callable
+    (("fuzz", "k.py:NOT_CALLABLE", "--op", "softmax"), "is an int, not a callable"),                 # not callable
     (("fuzz", "broken_import.py:f", "--op", "softmax"), "failed to import"),                       # import raises
     (("fuzz", "k.py", "--op", "softmax"), "must be 'path/to/file.py:function'"),                   # no :function
     (("fuzz", "k.py:wrong_signature", "--op", "softmax"), ["cannot be called as softmax", "f(x)"]),  # signature
