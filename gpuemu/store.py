@@ -112,6 +112,13 @@ def record_schema() -> dict:
     return json.loads(resources.files("gpuemu").joinpath("schemas", RECORD_SCHEMA).read_text(encoding="utf-8"))
 
 
+def result_schema() -> dict:
+    """The JSON Schema of the ``gpuemu fuzz --json`` document (``$defs/fuzz_result`` of the record schema)."""
+    doc = record_schema()
+    return {"$schema": doc["$schema"], "$id": doc["$id"].replace("record-", "fuzz-result-"), "$defs": doc["$defs"],
+            "$ref": "#/$defs/fuzz_result"}
+
+
 def _field(path) -> str:
     return ".".join(str(p) for p in path) or "<top>"
 

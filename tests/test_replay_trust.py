@@ -147,3 +147,23 @@ def test_hook_replay_runs_user_code_only_with_trust(tmp_path, capsys, monkeypatc
     rc, _, err = cli(capsys, "reproduce", seed, "--store", str(tmp_path / "store"), "--trust")
     assert rc == 1 and marker.exists()
     assert "re-run (launcher" in err and "reproduced: same verdict" in err and "nothing was re-run" not in err
+
+
+def test_records_and_fuzz_json_match_the_shipped_schema(kfile, capsys, monkeypatch):
+    """The schema shipped in the package describes what is written: every record and the --json document."""
+    import jsonschema
+
+    from gpuemu.store import Store, record_schema, result_schema
+
+    monkeypatch.setattr(fuzzer, "MAX_STORED", 1)  # stored and not-stored failures both appear
+    rc, _, _ = cli(capsys, "fuzz", "k.py:softmax_bad", "--op", "softmax", "--seed", "2", "-n", "3",
+                   "--store", "s", "--dtype", "fp32", "--json", "r.json")
+    assert rc == 1
+    doc = json.loads((kfile / "r.json").read_text())
+    jsonschema.Draft202012Validator(result_schema()).validate(doc)
+    assert [f["stored"] for f in doc["failures"]] == [True, False, False]
+    rows, bad = Store(kfile / "s").scan()
+    assert len(rows) == 1 and not bad
+    jsonschema.Draft202012Validator(record_schema()).validate(rows[0].record)
+    with pytest.raises(jsonschema.ValidationError):  # the schema is not vacuous
+        jsonschema.Draft202012Validator(result_schema()).validate(dict(doc, failures=[{"stored": False}]))
