@@ -209,9 +209,8 @@ class Verification:
 def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str | os.PathLike | None = None) -> Verification:
     """Verify a report offline: the envelope's form, the ed25519 signature, then (with ``sources``) each
     subject file's sha256. Every problem is named; nothing raises for a bad report."""
+    pub = _load_public(public_key_path)  # first: says how to install cryptography when it is missing
     from cryptography.exceptions import InvalidSignature
-
-    pub = _load_public(public_key_path)
     v = Verification(key_id=key_id(_raw(pub)))
     try:
         env = json.loads(envelope)
