@@ -331,7 +331,7 @@ class Store:
             if unstored:
                 t, run, why = unstored[0]
                 raise SnapshotError(f"seed 0x{text} of {t} failed in run {run} but was not stored ({why}); "
-                                    f"re-run that fuzz with fewer failures stored before it, or fix the first ones")
+                                    f"nothing to replay: fix the stored failures and re-run gpuemu fuzz --seed {run}")
             raise SnapshotError(f"no stored failure with seed 0x{text}" + (f" for target {target!r}" if target else "")
                                 + f" in {self.root}; 'gpuemu reproduce --list' shows the stored seeds")
         others = [u for u in unstored if u[0] not in {c.target for c in cands}]

@@ -251,7 +251,7 @@ def test_damaged_files_are_exit_2(copy, capsys, how, match):
     (("zz",), "'zz' is not a hex seed"),
     (("0x12345678123456781",), "is not a hex seed"),
     (("0xdeadbeef",), "no stored failure with seed 0xdeadbeef"),
-    (("--recompile",), "--recompile and --trust apply to hook records"),
+    (("--recompile",), "--recompile applies to hook graph records"),
     (("--json", "/dev/null/x.json"), "cannot write --json"),
 ])
 def test_reproduce_mistakes_are_one_line(copy, capsys, args, match):
@@ -329,3 +329,17 @@ def test_ctrl_c_writes_partial_json_and_summary(tmp_path):
     assert "Traceback" not in err and "stopped: interrupted (Ctrl-C)" in err and "Passed: " in err
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["interrupted"] is True and 100 <= r["iterations"] < 1000 and r["passed"] == r["iterations"]
+
+
+def test_a_record_naming_a_file_outside_the_directory_needs_trust(copy, capsys, tmp_path):
+    """Stores are copied between machines: a record's target path is not imported unless asked to."""
+    d, rec, seed = copy
+    evil = tmp_path / "elsewhere" / "evil.py"
+    evil.parent.mkdir()
+    evil.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').write_text('x')\n"
+                    "import torch\ndef softmax_bad(x):\n    return (torch.softmax(x.float(), -1) + 0.01).to(x.dtype)\n")
+    _edit(rec, lambda r: r.__setitem__("target", f"{evil}:softmax_bad"))
+    one_line_error(capsys, "reproduce", seed, "--store", d / "s", match=["outside this directory", "--trust"])
+    assert not (evil.parent / "ran").exists()
+    rc, err = run(capsys, "reproduce", seed, "--store", d / "s", "--trust")
+    assert rc == 1 and (evil.parent / "ran").exists() and "reproduced: same verdict" in err

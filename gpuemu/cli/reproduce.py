@@ -20,7 +20,8 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--trust", action="store_true",
                    help="hook records: import the module the record names and re-run the call (importing runs "
-                        "that module's code); without it only the recorded output is re-judged")
+                        "that module's code; without it only the recorded output is re-judged); fuzz records: "
+                        "allow a target file outside the current directory")
     p.add_argument("--recompile", action="store_true", help="hook graph records: compile the stored graph again here")
     p.add_argument("--json", metavar="PATH", default=None, help="write the replay as JSON ('-' for stdout)")
     p.set_defaults(run=run)
@@ -61,9 +62,12 @@ def run(args) -> int:
             write_json(args.json, {"record": record, "verdict": hr.verdict.to_dict(), "same": hr.same,
                                    "rerun": hr.rerun is not None, "how": hr.how})
         return 0 if hr.verdict.status == "pass" else 1
-    if args.recompile or args.trust:
-        raise InvalidArgument("--recompile and --trust apply to hook records; "
-                              f"{found.path.name} is a fuzz record (its target is re-run as asked)")
+    if args.recompile:
+        raise InvalidArgument(f"--recompile applies to hook graph records; {found.path.name} is a fuzz record")
+    outside = _outside(found.target)
+    if outside and not args.trust:
+        raise SnapshotError(f"record {found.path.name} names {found.target}, a file outside this directory "
+                            f"({outside}); replaying imports and runs it: check it, then pass --trust")
     from ..fuzzer import reproduce
 
     rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device)
@@ -80,3 +84,16 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, {"record": rp.record, "verdict": rp.verdict.to_dict(), "same": rp.same})
     return 0 if rp.verdict.status == "pass" else 1
+
+
+def _outside(target: str) -> str | None:
+    """The resolved file of a ``path.py:function`` target when it lies outside the working directory (a record
+    copied from another machine can name any path); None for files inside it and for ``pkg.module`` targets."""
+    import os
+    from pathlib import Path
+
+    mod = target.rpartition(":")[0]
+    if not (mod.endswith(".py") or "/" in mod or os.sep in mod):
+        return None
+    path = Path(mod).resolve()
+    return None if path.is_relative_to(Path.cwd().resolve()) else str(path)
