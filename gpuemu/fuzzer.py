@@ -282,7 +282,7 @@ def _timeout_verdict(e: CaseTimeout) -> Verdict:
 
     frames = traceback.extract_tb(e.__traceback__)
     in_launcher = any(f.name == "run_launcher" for f in frames)
-    fr = _user_frame(frames) if in_launcher else None
+    fr = _user_frame([f for f in frames if not f.filename.startswith("<")]) if in_launcher else None  # not exec'd code
     where = f" (at {fr.filename}:{fr.lineno})" if fr is not None and fr.name != "run_launcher" else ""
     what = "the launcher or its kernel" if in_launcher else "judging its output"
     return Verdict(ERROR, "timeout", f"case {e} in {what}{where}; raise it with --case-timeout or "
