@@ -15,11 +15,15 @@ cases above the fit (measured: softmax bf16 p95 1.9e-3, max 3.5e-3), and every o
 positive in a long fuzz run. ``gpuemu calibrate`` writes the fit as a rule pack with its
 provenance; ``make calibrate`` regenerates the built-in ``rulepacks/calibrated.yaml`` this way.
 
-When no controls are named, the controls are the framework's own op in its two forms: the op's formula
-evaluated by torch with fp16/bf16 inputs upcast to fp32 (the accumulation real kernels use) and the result
-rounded back to the dtype once (``torch:OP``), and the op as PyTorch eager code writes it in the dtype
-(``torch-eager:OP``: ``F.silu(a) * b`` in fp16, Hugging Face's RMSNorm; ``OpSpec.eager``), whose stored
-intermediates the bound allows exactly (``OpSpec.rounded``).
+When no controls are named, the control is the framework's own op: the op's formula evaluated by torch
+with fp16/bf16 inputs upcast to fp32 (the accumulation real kernels use) and the result rounded back to the
+dtype once (``torch:OP``). The op as PyTorch eager code writes it in the dtype (``torch-eager:OP``:
+``F.silu(a) * b`` in fp16, Hugging Face's RMSNorm; ``OpSpec.eager``) runs beside it as *evidence*: its error
+ratios on the bound alone are reported in the pack (``evidence``) but do not move rtol. The intermediates eager
+code stores in the dtype are allowed exactly (``OpSpec.rounded``), and a case an eager form still fails is
+passed, for every kernel at least half as accurate, by the oracle's 2x-eager rule; fitting rtol to it would
+loosen the bound for everyone (measured: eager attention in bf16, scores ~2.5e3 stored in bf16, needs
+rtol 2.2e-4, 3,700x the fit of the other controls).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def eager_control(op: str) -> Callable:
 
 
 def framework_controls(op: str) -> list[tuple[str, Callable]]:
-    """Both framework forms of ``op``, named as calibrate, the ablation and the soak name them."""
+    """Both framework forms of ``op`` (fp32 rounded once, and eager in the dtype), named as calibrate, the
+    ablation and the soak name them."""
     out = [(f"torch:{op}", framework_control(op))]
     if ops.get(op).eager is not None:
         out.append((f"torch-eager:{op}", eager_control(op)))
@@ -137,15 +142,19 @@ class Fit:
     max: float
     above_fit: int
     controls: list[str] = field(default_factory=list)
+    evidence: dict = field(default_factory=dict)  # name -> {cases, max, cases_above_fit}: run, not fitted
 
     def to_dict(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol, "samples": self.samples, "p50": self.p50, "p95": self.p95,
-                "max": self.max, "cases_above_fit": self.above_fit, "controls": list(self.controls)}
+                "max": self.max, "cases_above_fit": self.above_fit, "controls": list(self.controls),
+                "evidence": dict(self.evidence)}
 
 
 def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None, dtypes: Iterable[str] = ("fp32", "fp16", "bf16"),
-              samples: int = 200, seed: int = 0, on_case: Callable[[str, str, int], None] | None = None) -> list[Fit]:
-    """Fit rtol = p95 over controls of their worst error ratio, x HEADROOM, for ``op``, per dtype.
+              samples: int = 200, seed: int = 0, on_case: Callable[[str, str, int], None] | None = None,
+              evidence: Iterable[tuple[str, Callable]] | None = None) -> list[Fit]:
+    """Fit rtol = p95 over controls of their worst error ratio, x HEADROOM, for ``op``, per dtype. ``evidence``
+    controls (default: the op's PyTorch eager form) run on the same cases and are reported against the fit.
 
     >>> fits = calibrate("relu", samples=5)
     >>> fits[0].rtol
@@ -155,7 +164,12 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
     from .runners import bf16_unfaithful, run_launcher
 
     spec = ops.get(op)
-    ctrl = list(controls) if controls is not None else framework_controls(op)
+    ctrl = list(controls) if controls is not None else framework_controls(op)[:1]
+    if evidence is None:
+        evidence = framework_controls(op)[1:]
+    names = {name for name, _ in ctrl}
+    ctrl += [(name, fn) for name, fn in evidence if name not in names]
+    seen = {name for name, _ in evidence if name not in names}
     fits = []
     # fp32 first: its fit is the floor of the fp16/bf16 ones (see MIN_RTOL's comment)
     order = sorted(dict.fromkeys(canonical_dtype(d) for d in dtypes), key=lambda d: d != "fp32")
@@ -165,6 +179,7 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
         worst: list[float] = []
         used = []
         exact = True
+        shown: dict[str, list[float]] = {}
         for name, fn in ctrl:
             ran_any = False
             mine: list[float] = []
@@ -179,11 +194,14 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
                     continue  # a control that raises on a case gives no error ratio for it
                 ratio, differs = _case_error(spec, dt, inputs, kwargs, run.output)
                 mine.append(ratio)
-                exact = exact and not differs
+                if name not in seen:
+                    exact = exact and not differs
                 ran_any = True
                 if on_case:
                     on_case(name, dt, i)
-            if ran_any:
+            if name in seen:  # evidence: reported against the fit below, not fitted
+                shown[name] = mine
+            elif ran_any:
                 used.append(name)
                 ratios += mine
                 finite_mine = [r for r in mine if math.isfinite(r)]
@@ -194,9 +212,11 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
         rtol = 0.0 if exact else max(float(f"{p95 * HEADROOM:.3g}"), fp32_rtol)
         if dt == "fp32" and not exact:
             fp32_rtol = rtol
+        report = {name: {"cases": len(v), "max": max(v, default=0.0), "cases_above_fit": sum(r > rtol for r in v)}
+                  for name, v in shown.items()}
         fits.append(Fit(op=op, dtype=dt, rtol=rtol, atol=DEFAULT_ATOL[dt], samples=len(ratios),
                         p50=_percentile(finite, 50), p95=_percentile(finite, P), max=max(finite, default=0.0),
-                        above_fit=sum(1 for r in ratios if r > rtol), controls=used))
+                        above_fit=sum(1 for r in ratios if r > rtol), controls=used, evidence=report))
     return fits
 
 

@@ -28,6 +28,7 @@ class Entry:
     allclose_kwargs: dict = field(default_factory=dict)
     trigger: str = ""
     expect: str = ""  # for a correct launcher with a known contract: "precondition" or "rejects" (see below)
+    fit: bool = True  # a tolerance control of `gpuemu calibrate --corpus` (false: judged against the fit only)
 
     def verdict_ok(self, result) -> bool:
         """Whether a fuzz result is what this entry should get: no failure at all, or for an ``expect`` entry
@@ -60,7 +61,7 @@ def load_manifest(path: str | Path | None = None) -> list[Entry]:
             out.append(Entry(target=d["target"], op=d["op"], correct=bool(d["correct"]), bug=d.get("bug"),
                              note=d.get("note", ""), allclose_shapes=d.get("allclose_shapes") or {},
                              allclose_kwargs=d.get("allclose_kwargs") or {}, trigger=str(d.get("trigger", "")),
-                             expect=str(d.get("expect", ""))))
+                             expect=str(d.get("expect", "")), fit=bool(d.get("fit", True))))
         except KeyError as e:
             raise InvalidArgument(f"{path}: entry {i}: missing key {e}") from None
     return out

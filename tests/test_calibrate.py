@@ -105,7 +105,8 @@ def test_cli_writes_a_pack(tmp_path, capsys, monkeypatch):
     assert rc == 0, err
     doc = config.load_yaml(out)
     assert set(doc["tolerances"]["mul"]) == {"fp32", "bf16"}
-    assert doc["provenance"]["stats"]["mul"]["bf16"]["controls"] == ["torch:mul", "torch-eager:mul"]
+    stats = doc["provenance"]["stats"]["mul"]["bf16"]
+    assert stats["controls"] == ["torch:mul"] and stats["evidence"]["torch-eager:mul"]["cases"] == 5
     assert "mul            fp32: rtol=" in err and f"wrote {out}" in err
 
 

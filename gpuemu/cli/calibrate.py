@@ -44,17 +44,20 @@ def run(args) -> int:
         from ..corpus import load_manifest, resolve_target
 
         for e in load_manifest(args.corpus):
-            if e.correct and not e.expect:  # precondition demos are not tolerance controls
+            # tolerance controls: the corpus's correct kernels, less the precondition demos and the entries marked
+            # `fit: false` (the field's eager patterns: judged against the fit by make soak and the tests)
+            if e.correct and not e.expect and e.fit:
                 corpus.setdefault(e.op, []).append((e.target, load(resolve_target(e, Path(args.corpus).resolve().parent.parent.parent))))
     fits = []
     for op in names:
         ctrls = named + corpus.get(op, [])
         if not args.controls or args.with_framework:  # named controls replace the framework's op unless asked
-            ctrls[:0] = framework_controls(op)
+            ctrls[:0] = framework_controls(op)[:1]
         got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
         for f in got:
+            shown = "".join(f"; {n}: {e['cases_above_fit']}/{e['cases']} above" for n, e in f.evidence.items())
             err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x {HEADROOM:g}; "
-                f"per-case p50 {f.p50:.2g}, max {f.max:.2g}; {f.samples} cases)")
+                f"per-case p50 {f.p50:.2g}, max {f.max:.2g}; {f.samples} cases{shown})")
         fits += got
     cmd = "gpuemu " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("gpuemu") \
         else "gpuemu calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
