@@ -52,6 +52,7 @@ class RunConfig:
     device: str = "cuda"
     bug: str | None = None  # forward | backward (llama only)
     eval_mode: str | None = None  # torch.compile(mode=...) of the eval forward ("reduce-overhead": CUDA graphs)
+    deterministic: bool = False  # the bit-for-bit control: deterministic algorithms, cuBLAS workspace, math SDPA
     seed: int = 0
     store: str = ".gpuemu-bench-real"
     hook_settings: dict = dataclasses.field(default_factory=dict)  # install() arguments (default: defaults)
@@ -115,8 +116,18 @@ def _fingerprint(t: Any) -> str:
 
 def run_one(cfg: RunConfig) -> dict:
     """Train and evaluate one model with one backend; returns losses, fingerprints, times and hook stats."""
+    import contextlib
+
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 
+    attn = contextlib.nullcontext
+    if cfg.deterministic:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731  (fused attention backward uses atomics)
     hook = rt = None
     if cfg.backend == "gpuemu":
         import gpuemu.hook as hook
@@ -149,15 +160,18 @@ def run_one(cfg: RunConfig) -> dict:
 
     step_c = torch.compile(step, backend=backend, options=options)
     out: dict = {"config": cfg.to_dict(), "losses": [], "step_s": [], "eval_fp": [], "eval_s": [],
-                 "checks_after_step": []}
+                 "checks_after_step": [], "armed_step": [], "armed_eval": []}
     t0 = time.perf_counter()
     model.train()
     for ids in train:
         sync()
+        armed = rt is not None and rt.arming.armed
         t = time.perf_counter()
-        loss = step_c(ids)
+        with attn():
+            loss = step_c(ids)
         sync()
         out["step_s"].append(time.perf_counter() - t)
+        out["armed_step"].append(armed or (rt is not None and rt.arming.armed))
         out["losses"].append(float(loss.detach().float().item()))
         out["checks_after_step"].append(rt.stats.checks if rt is not None else 0)
     out["params_fp"] = _fingerprint(torch.cat([p.detach().float().reshape(-1) for p in model.parameters()]))
@@ -165,12 +179,14 @@ def run_one(cfg: RunConfig) -> dict:
     eval_c = torch.compile(logits_fn, backend=backend, options=options, mode=cfg.eval_mode)
     amp = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)
     for ids in evals:
-        with torch.no_grad(), amp:
+        with torch.no_grad(), amp, attn():
             sync()
+            armed = rt is not None and rt.arming.armed
             t = time.perf_counter()
             logits = eval_c(ids)
             sync()
             out["eval_s"].append(time.perf_counter() - t)
+            out["armed_eval"].append(armed or (rt is not None and rt.arming.armed))
         out["eval_fp"].append(_fingerprint(logits))
     out["wall_s"] = time.perf_counter() - t0
     if rt is not None:
@@ -242,6 +258,8 @@ def compare(runs: list[dict]) -> dict:
     res["arms"] = [s["arms"] for s in st]
     res["divergence_lines"] = [d["line"] for g in gem for d in g["divergences"]][:5]
     res["errors"] = [g.get("errors", []) for g in gem]
+    res["deterministic"] = a["config"].get("deterministic", False)
+    res["armed_calls_timed"] = [sum(g["armed_step"][w:]) + sum(g["armed_eval"][w:]) for g in gem]
     return res
 
 
@@ -304,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="I G pairs per model (the second I is the control)")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-bugs", action="store_true")
+    ap.add_argument("--deterministic", action="store_true", help="model runs as the bit-for-bit control (math SDPA, "
+                    "deterministic algorithms); bug and CUDA-graph runs stay at defaults")
+    ap.add_argument("--llama-rounds", type=int, default=None, help="I G pairs for the Llama model (default: --rounds)")
     ap.add_argument("--cudagraphs", action="store_true", help="also GPT-2 eval with mode='reduce-overhead' (gpuemu)")
     ap.add_argument("--quick", action="store_true", help="CPU: tiny Llama, aot_eager, 3 steps")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -343,10 +364,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"(x{result['micro']['hooked_over_bare']:.4f})", file=sys.stderr, flush=True)
         for m in models:
             runs = []
-            for r in range(args.rounds):
+            rounds = args.llama_rounds if m.startswith("llama") and args.llama_rounds else args.rounds
+            for r in range(rounds):
                 for be in ("inductor", "gpuemu"):
                     cfg = RunConfig(model=m, backend=be, inner=inner, steps=steps, evals=evals, warmup=warmup,
-                                    device=device, store=store + f"-{m}")
+                                    device=device, store=store + f"-{m}", deterministic=args.deterministic)
                     runs.append(_spawn(cfg, tmp))
                     print(f"{m} {be} round {r}: step {statistics.median(runs[-1]['step_s'][warmup:] or runs[-1]['step_s']) * 1e3:.3f} ms",
                           file=sys.stderr, flush=True)
@@ -396,6 +418,8 @@ def render(res: dict) -> str:
                   f"{mi['rounds']} rounds × {mi['calls_per_round']} calls; checks while timing: "
                   f"{mi['checks_during_timing']}; windows opened while timing: {mi.get('arms_during_timing')}.", ""]
     if res["models"]:
+        lines += ["Model runs" + (" in the deterministic control (math SDPA, `torch.use_deterministic_algorithms`)"
+                              if res["models"][0].get("deterministic") else "") + ":", ""]
         lines += ["| model | train step ms inductor → gpuemu | ratio (median; mean) | eval fwd ms inductor → gpuemu | "
                   "ratio (median; mean) | bit for bit vs inductor (control-equal steps / evals) | checks by source | "
                   "divergences | skip reasons |", "|---|---|---|---|---|---|---|---|---|"]

@@ -52,7 +52,10 @@ def run(args) -> int:
     st = Store(config.resolve(store=args.store).store)
     found = st.find(args.seed, args.target)
     if isinstance(found.record.get("hook"), dict):  # a divergence the hook stored in training or canary traffic
-        from ..hook import replay_record
+        from .._hook_quiet import no_autoinstall
+
+        with no_autoinstall():  # replaying needs the hook's code, not the hook installed
+            from ..hook import replay_record
 
         record, tensors = st.fetch_found(found)
         hr = replay_record(record, tensors, device=None if args.device == "auto" else device,

@@ -129,9 +129,11 @@ def _teardown() -> None:
 
     inductor.uninstall()
     _runtime_mod._set_current(None)
-    from ..backends import graph as _graph
+    import sys
 
-    _graph.disarm_all()
+    graph_mod = sys.modules.get("gpuemu.backends.graph")
+    if graph_mod is not None and hasattr(graph_mod, "disarm_all"):  # not yet (or partly) imported: no graphs
+        graph_mod.disarm_all()
 
 
 def is_installed() -> bool:
@@ -210,8 +212,11 @@ def stats() -> dict:
 
 def _autoinstall() -> None:
     """The import-time install: a bad setting is logged, never raised into the importing program."""
+    from .. import _hook_quiet
     from ..errors import GpuemuError
 
+    if _hook_quiet.suppressed():  # imported for its replay code (gpuemu reproduce): install nothing
+        return
     try:
         install()
     except GpuemuError as e:
