@@ -115,7 +115,7 @@ def _case_error(spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output
         return math.inf, True  # a wrong dtype or shape: the oracle fails it whatever the rtol
     err = elementwise_error(output.detach().to("cpu", torch.float64), ref, out_dtype)
     s = torch.maximum(scale, ref.abs())
-    rounded = spec.rounded_magnitude(x64, kwargs, ref)
+    rounded = spec.rounded_magnitude(x64, kwargs, ref, dtype)
     excess = (err - rounding_allowance(ref, dtype, rounded=rounded, out_dtype=out_dtype)).clamp_min(0.0)
     ratio = torch.where(excess > 0, excess / s.clamp_min(1e-300), torch.zeros_like(excess))
     return (float(ratio.max()) if ratio.numel() else 0.0), bool((err > 0).any())

@@ -281,7 +281,7 @@ class Oracle:
         import torch
 
         out = output.detach().to("cpu", torch.float64)
-        rounded = spec.rounded_magnitude(inputs64, kwargs, ref)
+        rounded = spec.rounded_magnitude(inputs64, kwargs, ref, dtype)
         bound = bounds(scale, ref, tol, dtype, rounded=rounded, out_dtype=out_dtype)
         ref_fin, out_fin = ref.isfinite(), out.isfinite()
         note = ""

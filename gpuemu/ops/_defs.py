@@ -602,22 +602,32 @@ def _lse_rounded(x, keepdim=True):
     return out if keepdim else out.squeeze(-1)
 
 
+_MIN_NORMAL = {"fp32": 2.0**-126, "fp16": 2.0**-14, "bf16": 2.0**-126}
+
+
+def _stored(t, k):
+    """|t| as the magnitude of its rounding when stored in the input dtype: below the dtype's smallest normal
+    the rounding costs half a subnormal spacing, u * min_normal, whatever |t| (silu(a) of a = -20 is a
+    subnormal in fp16)."""
+    return t.abs().clamp_min(_MIN_NORMAL.get(k.get("_dtype") or "fp32", 0.0))
+
+
 def _gated_rounded(act):
     # act(a) stored in the input dtype before * b (eager: F.silu(a) * b)
-    return lambda i, k, r: act(i["a"]).abs() * i["b"].abs()
+    return lambda i, k, r: _stored(act(i["a"]), k) * i["b"].abs()
 
 
 def _rmsnorm_rounded(i, k, r):
     # the normalised value cast to the input dtype before * weight (Hugging Face's RMSNorm)
     x = i["x"]
-    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + k.get("eps", 1e-6))).abs() * i["weight"].abs()
+    return _stored(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + k.get("eps", 1e-6)), k) * i["weight"].abs()
 
 
 def _layernorm_rounded(i, k, r):
     # mixed-precision forms store the normalised value in the input dtype, then weight * it, then + bias
     x = i["x"]
     xhat = (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + k.get("eps", 1e-5))
-    return 2 * xhat.abs() * i["weight"].abs()
+    return 2 * _stored(xhat, k) * i["weight"].abs()
 
 
 def _linear_rounded(i, k, r):

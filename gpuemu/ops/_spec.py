@@ -78,9 +78,14 @@ class OpSpec:
     eager_doc: str = ""
     wider_output: bool = False
 
-    def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any) -> Any:
-        """``rounded`` on fp64 inputs with the op's default kwargs filled in; None for ops without one."""
-        return self.rounded(inputs64, dict(self.kwargs, **kwargs), ref) if self.rounded else None
+    def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any,
+                          dtype: str | None = None) -> Any:
+        """``rounded`` on fp64 inputs with the op's default kwargs filled in; None for ops without one.
+        ``dtype`` (the input dtype) reaches ``rounded`` as ``kwargs["_dtype"]``: an intermediate stored below the
+        dtype's smallest normal loses an absolute half spacing, not a relative half ulp."""
+        if not self.rounded:
+            return None
+        return self.rounded(inputs64, dict(self.kwargs, **kwargs, _dtype=dtype), ref)
 
     def dims_of_role(self, *roles: str) -> list[str]:
         return [d for d, r in self.dims.items() if r in roles]
