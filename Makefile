@@ -88,3 +88,8 @@ check-corpus: $(STAMP)
 	$(PY) -m gpuemu check --manifest examples/kernels/manifest.yaml --select correct=true --select 'expect!=precondition' \
 		-n $(CHECK_N) --seed 1 \
 		--store bench/out/check/store-correct --json bench/out/check/correct.json
+
+# import gpuemu.hook on GPT-2 and a Llama-style model vs backend="inductor", planted bugs, launch micro (bench/hook_real_model.md)
+.PHONY: bench-hook-real
+bench-hook-real: $(STAMP)
+	$(PY) bench/hook_real_model.py --deterministic --cudagraphs --out bench/hook_real_model.md --json bench/hook_real_model.json

@@ -447,8 +447,12 @@ def render(res: dict) -> str:
         lines += ["| planted bug | kernel | its first check | checks of it | divergence | replay seed | "
                   "`gpuemu reproduce` on the CPU |", "|---|---|---|---|---|---|---|"]
         for b in res["bugs"]:
-            rep = ("reproduced" if b.get("reproduced_on_cpu") else f"not reproduced (rc {b.get('reproduce_rc')})") \
-                if b.get("seed") else "-"
+            rep = "-"
+            if b.get("seed"):
+                rc = b.get("reproduce_rc")
+                rep = "reproduced" if b.get("reproduced_on_cpu") else (
+                    f"not reproduced (rc {rc})" if rc in (0, 1) else
+                    f"the replay did not run (rc {rc}: {(b.get('reproduce_output') or ['?'])[-2].strip()})")
             lines.append(f"| RMSNorm {b['bug']} tail mask | `{b['kernel']}` | {b['first_check_outcome']} | "
                          f"{b['checks_of_kernel']} | {(b['line'] or 'none').replace('|', '/')} | "
                          f"{b['seed'] or '-'} | {rep} |")
