@@ -582,6 +582,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
                 break
     except KeyboardInterrupt:
         result.interrupted = True
+        result.iterations = result.passed + result.failed_cases  # the case cut short has no verdict: not counted
     result.seconds = time.perf_counter() - t_start
     result.timings = dict(run.timings)
     result.blocks = blocks.to_dict()
@@ -659,8 +660,7 @@ def _finish_replay_lines(result: FuzzResult, st: Store | None, settings) -> None
         else:
             out.append(dataclasses.replace(f, command=replay_command(f.case.seed, target=target_arg, store=store_arg)))
     result.failures = out
-    if unstored:
-        st.note_run(result.target, result.seed, unstored)
+    st.note_run(result.target, result.seed, unstored)
 
 
 def _contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:

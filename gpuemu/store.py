@@ -286,6 +286,12 @@ class Store:
         """Remember the failing seeds of a run that were not stored (seed -> why), so that ``find`` can say
         so rather than match another target's record with the same seed."""
         path = self.root / "runs" / f"{seed_hex(run_seed)}--{_slug(target)}.json"
+        if not unstored:  # this run stored all it found: an older note of the same run seed is stale
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            return
         doc = {"schema_version": SCHEMA_VERSION, "target": target, "run_seed": seed_hex(run_seed),
                "unstored": {seed_hex(k): v for k, v in unstored.items()}}
         try:
