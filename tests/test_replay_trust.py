@@ -142,7 +142,7 @@ def test_hook_replay_runs_user_code_only_with_trust(tmp_path, capsys, monkeypatc
     marker.unlink()
     rc, _, err = cli(capsys, "reproduce", seed, "--store", str(tmp_path / "store"))
     assert rc == 1 and not marker.exists()  # nothing imported, nothing ran
-    assert "not re-run: that imports" in err and "--trust" in err
+    assert "not re-run: launcher" in err and "it is re-run only with --trust" in err
     assert "the recorded output re-judged; nothing was re-run" in err
     rc, _, err = cli(capsys, "reproduce", seed, "--store", str(tmp_path / "store"), "--trust")
     assert rc == 1 and marker.exists()

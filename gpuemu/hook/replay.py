@@ -177,8 +177,8 @@ def _launch_args(record: Mapping[str, Any], tensors: Mapping[str, Any], device: 
 def _untrusted(what: str, record) -> str:
     launch = record["hook"].get("launch") or {}
     where = record["hook"].get("file") or launch.get("file") or what.rpartition(":")[0]
-    return (f"{what} not re-run: that imports {where}, which runs its code; pass --trust to import it and "
-            "re-run the call")
+    return (f"{what} lives in {where}; importing it runs that file's code, so it is re-run only with --trust "
+            "(gpuemu reproduce SEED --trust)")
 
 
 def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
