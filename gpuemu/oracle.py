@@ -513,7 +513,7 @@ def _bound_doc(spec: ops.OpSpec, tol: Tolerance, dtype: str) -> str:
     """The report's "Bound:" line: the formula :func:`gpuemu.tolerance.bounds` applied, with its numbers."""
     if tol.scale == "ref":
         return f"Bound: atol + rtol * |ref| with rtol={tol.rtol:g}, atol={tol.atol:g} ({tol.source})"
-    rounding = (f" + u * (|ref| + {spec.rounded_doc.split(' (')[0]})" if spec.rounded else " + u * |ref|") if tol.rtol else ""
+    rounding = (f" + u * (|ref| + {spec.rounded_doc.rsplit(' (', 1)[0]})" if spec.rounded else " + u * |ref|") if tol.rtol else ""
     u = f", u={UNIT_ROUNDOFF[dtype]:g} ({dtype} rounding)" if tol.rtol else ""
     return (f"Bound: atol + rtol * scale{rounding} with rtol={tol.rtol:g}, atol={tol.atol:g}{u}, "
             f"scale = {spec.scale_doc} ({tol.source})")
