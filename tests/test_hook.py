@@ -285,6 +285,7 @@ def test_disarmed_launches_run_tritons_own_code(hooked):
 
     cls = type(_rms_ok)
     rt = hooked(sample_rate=0.0)
+    rt.arming.stop_schedule()  # no timer tick in the middle of this test: it arms by hand below
     rt.arming.quiet_calls = rt.arming.window = 4
     x, w = _x()
     assert rt.arming.armed and hook._triton_shadow in launches._interceptors  # armed at install
@@ -303,6 +304,7 @@ def test_disarmed_launches_run_tritons_own_code(hooked):
 
 def test_a_scheduled_tick_takes_one_random_sample_of_a_seen_key(hooked):
     rt = hooked(sample_rate=0.001)
+    rt.arming.stop_schedule()
     x, w = _x()
     rms(_rms_ok, x, w)
     rms(_rms_ok, x, w)
@@ -326,6 +328,7 @@ def test_compile_listener_arms_the_hook(hooked):
     from gpuemu.hook import lint_on_compile
 
     rt = hooked(sample_rate=0.0)
+    rt.arming.stop_schedule()
     rt.arming.disarm()
     assert not rt.arming.armed
     if lint_on_compile._installed is None:

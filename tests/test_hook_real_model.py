@@ -49,13 +49,23 @@ def test_llama_tiny_trains_bit_for_bit_and_every_source_is_checked(tmp_path):
 @pytest.mark.parametrize("bug,kernel,how", [("forward", "_rmsnorm_fwd", "vs rmsnorm fp64 reference"),
                                             ("backward", "_rmsnorm_bwd", "changes with BLOCK_N=128 (was 64)")])
 def test_planted_rmsnorm_bug_is_found_on_its_first_check_and_replayed(tmp_path, capsys, bug, kernel, how):
-    out = run_one(_cfg(tmp_path, backend="gpuemu", bug=bug, steps=1, evals=0, hook_settings=CHECK_ALL))
-    first = next(h for h in out["history"] if h[1] == kernel)
+    """One eager training step (the kernels' own checks need no compiled graph around them)."""
+    from examples import llama_tiny as L
+
+    rt = hook.install(store=tmp_path / "store", **CHECK_ALL)
+    hook.bind("_rmsnorm_fwd", "rmsnorm")
+    L.set_bug(bug)
+    torch.manual_seed(0)
+    cfg = L.LlamaConfig.tiny()
+    model = L.LlamaTiny(cfg)
+    (ids,) = L.batches(cfg, batch=2, seq=11, steps=1, device="cpu")
+    L.loss_fn(model, ids).backward()
+    first = next(h for h in rt.history if h[1] == kernel)
     assert first[2] == "divergence"
-    d = next(d for d in out["divergences"] if d["name"] == kernel)
-    assert how in d["line"]
-    assert d["record"] and Store(tmp_path / "store").fetch(d["seed"])
-    rc = cli(["reproduce", d["seed"], "--store", str(tmp_path / "store"), "--device", "cpu"])
+    d = next(d for d in rt.divergences if d.name == kernel)
+    assert how in d.line and d.record
+    hook.uninstall()
+    rc = cli(["reproduce", d.seed, "--store", str(tmp_path / "store"), "--device", "cpu"])
     assert rc == 1 and "reproduced: same verdict" in capsys.readouterr().err
 
 
@@ -106,6 +116,7 @@ def test_an_inductor_graph_runs_its_own_callable_while_disarmed():
             return self.current_callable(args)
 
     rt = hook.install(mode="shadow", sample_rate=0.001, budget=1.0, store="/tmp/unused-gpuemu-store")
+    rt.arming.stop_schedule()  # this test arms and disarms by hand
     oc = OutputCode()
     original = oc.current_callable
     sh = AotGraphShadow(oc, graph_copy(gm), kind="graph.forward", inner="inductor", label="g")

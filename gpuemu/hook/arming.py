@@ -165,11 +165,15 @@ class Arming:
             except Exception:  # the schedule must never die of one bad tick
                 pass
 
-    def stop(self) -> None:
+    def stop_schedule(self) -> None:
+        """Stop the timer thread, leave the arming state as it is (tests, or a program that arms by hand)."""
         self._stop.set()
         t, self._thread = self._thread, None
         if t is not None and t is not threading.current_thread():
             t.join(timeout=1.0)
+
+    def stop(self) -> None:
+        self.stop_schedule()
         with self._lock:
             if self.armed:
                 self.armed = False
