@@ -13,7 +13,7 @@ show gpuemu fuzz examples/kernels/softmax.py:softmax --op softmax --iterations 6
 rc_ok=$?
 show gpuemu fuzz examples/kernels/softmax.py:softmax_tail_leak --op softmax --iterations 60 --seed 7 --store "$store" --json "$store/run.json"
 rc_bug=$?
-seed=$(python -c "import json,sys; r=json.load(open('$store/run.json')); print(r['failures'][0]['replay'].split()[-1] if r['failures'] else '')")
+seed=$(python -c "import json,sys; r=json.load(open('$store/run.json')); print(hex(r['failures'][0]['case']['seed']) if r['failures'] else '')")
 rc_rep=1
 if [ -n "$seed" ]; then
   show gpuemu reproduce "$seed" --store "$store"
