@@ -89,7 +89,9 @@ def render(result: dict) -> str:
         by_target.setdefault(r["target"], {})[r["dtype"]] = r
     failed = sorted({r["target"] for r in rows if r["failed"]})
     n = result["iterations"]
-    lines = [f"gpuemu soak: every correct control under `gpuemu fuzz` defaults, {n} iterations per dtype, "
+    mode = ("the fp64 bound alone (--strict: the 2x-eager rule off)" if result.get("strict")
+            else "`gpuemu fuzz` defaults")
+    lines = [f"gpuemu soak: every correct control under {mode}, {n} iterations per dtype, "
              f"seed {result['seed']}", "",
              "| control | op | fp32 | fp16 | bf16 | seconds |", "|---|---|---|---|---|---|"]
     for target, per in by_target.items():
@@ -157,7 +159,7 @@ def main() -> int:
     order = {(t, dt): i for i, (t, dt) in enumerate((t, dt) for t, _ in controls(a.manifest) for dt in DTYPES)}
     rows = sorted((r for r in done.values() if not a.only or a.only in r["target"]),
                   key=lambda r: order.get(_key(r), len(order)))
-    result = {"iterations": a.iterations, "seed": a.seed, "jobs": a.jobs, "rows": rows,
+    result = {"iterations": a.iterations, "seed": a.seed, "jobs": a.jobs, "rows": rows, "strict": a.strict,
               "wall_seconds": time.perf_counter() - t0, "failed": sorted({r["target"] for r in rows if r["failed"]})}
     (out / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
     md = render(result)
