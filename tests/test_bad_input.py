@@ -320,7 +320,10 @@ def test_ctrl_c_writes_partial_json_and_summary(tmp_path):
     # 100 cases of >= 0.4 s: the run cannot finish before the signal, however loaded the machine is
     p = subprocess.Popen([sys.executable, "-m", "gpuemu", "fuzz", "k.py:slow_then_fine", "--op", "softmax",
                           "-n", "100", "--dtype", "fp32", "--store", "s", "--json", "r.json"],
-                         cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                         # a test runner started in the background (nohup, `&`) ignores SIGINT, and a child
+                         # inherits that: Python then never turns Ctrl-C into KeyboardInterrupt
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in p.stderr:  # wait for the first progress line: cases are running
         seen.append(line)
