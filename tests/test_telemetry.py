@@ -1,5 +1,6 @@
 """OpenTelemetry from shadow checks, on injected SDK providers with in-memory readers and exporters."""
 
+from pathlib import Path
 import pytest
 import torch
 
@@ -72,7 +73,7 @@ def test_checks_divergences_histograms_spans_and_a_correlated_event(otel):
     d = rt.divergences[0]
     assert lr.event_name == telemetry.DIVERGENCE_EVENT and lr.body == d.line
     assert lr.attributes["gpuemu.replay.seed"] == d.seed and lr.attributes["gpuemu.snapshot.path"] == d.snapshot
-    assert lr.attributes["gpuemu.replay.command"] == f"gpuemu reproduce {d.seed}"
+    assert lr.attributes["gpuemu.replay.command"] == d.replay == f"gpuemu reproduce {d.seed} --store {Path(d.record).parent.parent}"
     assert lr.trace_id == bad_span.context.trace_id and lr.span_id == bad_span.context.span_id
 
 

@@ -67,7 +67,13 @@ class Divergence:
 
     @property
     def replay(self) -> str:
-        return f"gpuemu reproduce {self.seed}"
+        """The command that replays it, pasted anywhere: with the store it was written to (the record's
+        store root, ``<store>/failures/<record>.json``)."""
+        if not self.record:
+            return f"gpuemu reproduce {self.seed}"
+        from ..store import replay_command
+
+        return replay_command(int(self.seed, 16), store=Path(self.record).parent.parent)
 
     def to_dict(self) -> dict:
         return {"line": self.line, "seed": self.seed, "replay": self.replay, "source": self.source,
