@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from . import __version__, ops
 from .cases import Blocks, Case, canonical_dtype, dim_limits, generate, materialize, with_dims
 from .errors import InvalidArgument, StoreError
-from .oracle import ERROR, FAIL, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
+from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
 from .runners import Launch, bf16_unfaithful, default_device, interpreting

@@ -224,8 +224,6 @@ class Oracle:
     def compare(self, spec: ops.OpSpec, dtype: str, inputs: Mapping[str, Any], kwargs: Mapping[str, Any],
                 output: Any, *, tol: Tolerance | None = None) -> Verdict:
         """Judge ``output`` of ``spec`` on ``inputs`` (in ``dtype``) against the fp64 reference."""
-        import torch
-
         t0 = time.perf_counter()
         inputs64 = to_reference_inputs(spec, inputs)
         ref, scale = reference(spec, inputs64, kwargs)

@@ -268,9 +268,8 @@ class ShadowedGraph:
     def _slow(self, rt: Any, call_args: tuple) -> Any:
         import torch
 
-        from ..hook.capture import capture, storage_bytes
         from ..hook.pipeline import run_check
-        from ..hook.sampling import busy, dtype_label
+        from ..hook.sampling import busy
 
         if busy():
             return self.compiled(*call_args)
@@ -289,18 +288,7 @@ class ShadowedGraph:
             return self.compiled(*call_args)
         if not sample:
             return self.compiled(*call_args)
-        first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
-        dtype = dtype_label(first_float.dtype if first_float is not None else None)
-        tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
-
-        def capture_(chk):
-            if self.random:
-                chk.skip(f"graph draws random numbers ({', '.join(self.random[:3])}): an eager re-run would differ")
-            elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-                chk.skip("graph inputs exceed max_capture_bytes")
-            else:
-                return capture(tensors)
-            return None
+        dtype, capture_ = _graph_capture(rt, args, self.random)
 
         return run_check(rt, source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: self.compiled(*call_args),
@@ -410,9 +398,8 @@ class AotGraphShadow:
     def _slow(self, rt: Any, real: Any, inputs: Any) -> Any:
         import torch
 
-        from ..hook.capture import capture, storage_bytes
         from ..hook.pipeline import run_check
-        from ..hook.sampling import busy, dtype_label
+        from ..hook.sampling import busy
 
         if busy():
             return real(inputs)
@@ -434,18 +421,7 @@ class AotGraphShadow:
             return real(inputs)
         if self.cudagraphs:
             rt.stats.skip_reasons[CUDAGRAPH_NOTE] = rt.stats.skip_reasons.get(CUDAGRAPH_NOTE, 0) + 1
-        first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
-        dtype = dtype_label(first_float.dtype if first_float is not None else None)
-        tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
-
-        def capture_(chk):
-            if self.random:
-                chk.skip(f"graph draws random numbers ({', '.join(self.random[:3])}): an eager re-run would differ")
-            elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-                chk.skip("graph inputs exceed max_capture_bytes")
-            else:
-                return capture(tensors)
-            return None
+        dtype, capture_ = _graph_capture(rt, args, self.random)
 
         return run_check(rt, source="torch.compile", name=self.label, kind=self.kind, op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: real(inputs),
@@ -554,3 +530,28 @@ def _fp64_copy(gm: Any) -> Any:
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
     return torch.fx.GraphModule(root, graph)
+
+
+def _graph_capture(rt: Any, args: Any, random: list) -> tuple[str, Any]:
+    """A graph call's dtype label (its first float argument's) and the capture step of its check: the
+    tensor arguments copied, unless the graph draws random numbers (an eager re-run would differ) or the
+    copies would exceed ``max_capture_bytes`` (each is then a skip reason)."""
+    import torch
+
+    from ..hook.capture import capture, storage_bytes
+    from ..hook.sampling import dtype_label
+
+    first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+    dtype = dtype_label(first_float.dtype if first_float is not None else None)
+    tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+
+    def capture_(chk):
+        if random:
+            chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
+        elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
+            chk.skip("graph inputs exceed max_capture_bytes")
+        else:
+            return capture(tensors)
+        return None
+
+    return dtype, capture_
