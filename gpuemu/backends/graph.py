@@ -316,23 +316,8 @@ class ShadowedGraph:
         chk.verdict = verdict
         if verdict.status != "fail":
             return
-        record = {"hook": {"inner": self.inner, "label": self.label, "output_index": idx, "notes": notes}}
-        tensors: dict = {f"in.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
-        try:
-            from .graph_io import graph_to_json
-
-            doc, consts = graph_to_json(self.gm)
-            record["hook"]["graph"] = doc
-            tensors.update(consts)
-        except Exception as e:  # still a divergence; only the replay is lost
-            record["hook"]["graph"] = None
-            record["hook"]["graph_unsupported"] = f"{type(e).__name__}: {e}"
-            record["hook"]["code"] = getattr(self.gm, "code", None)
-        record["hook"]["scalars"] = {str(i): a for i, a in enumerate(inputs)
-                                     if isinstance(a, (int, float, bool)) or a is None}
-        for i, c in enumerate(compiled):
-            if isinstance(c, torch.Tensor):
-                tensors[f"out.{i}"] = c.detach()
+        record, tensors = _divergence_record(self.gm, {"inner": self.inner, "label": self.label, "output_index": idx,
+                                                       "notes": notes}, inputs, compiled, scalars=True)
         c = compiled[idx]
         rt.diverged(chk, verdict, what=f"compiled graph {self.label} output {idx} vs fp64 eager "
                                        f"(inner backend {self.inner})",
@@ -449,22 +434,8 @@ class AotGraphShadow:
         chk.verdict = verdict
         if verdict.status != "fail":
             return
-        record = {"hook": {"inner": self.inner, "label": self.label, "graph_kind": self.kind, "output_index": idx,
-                           "notes": notes}}
-        tensors: dict = {f"in.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
-        try:
-            from .graph_io import graph_to_json
-
-            doc, consts = graph_to_json(self.gm)
-            record["hook"]["graph"] = doc
-            tensors.update(consts)
-        except Exception as e:  # still a divergence; only the replay is lost
-            record["hook"]["graph"] = None
-            record["hook"]["graph_unsupported"] = f"{type(e).__name__}: {e}"
-            record["hook"]["code"] = getattr(self.gm, "code", None)
-        for i, c in enumerate(compiled):
-            if isinstance(c, torch.Tensor):
-                tensors[f"out.{i}"] = c.detach()
+        record, tensors = _divergence_record(self.gm, {"inner": self.inner, "label": self.label, "graph_kind": self.kind,
+                                                       "output_index": idx, "notes": notes}, inputs, compiled)
         c = compiled[idx]
         rt.diverged(chk, verdict, what=f"{self.kind.replace('.', ' ')} {self.label} output {idx} vs fp64 eager "
                                        f"(inner backend {self.inner})",
@@ -555,3 +526,29 @@ def _graph_capture(rt: Any, args: Any, random: list) -> tuple[str, Any]:
         return None
 
     return dtype, capture_
+
+
+def _divergence_record(gm: Any, hook: dict, inputs: Any, compiled: list, *, scalars: bool = False) -> tuple[dict, dict]:
+    """The stored record of a graph divergence and its tensors: the graph as JSON (or why it cannot be, and its
+    code) with its constants, the inputs (``scalars``: the non-tensor ones too) and the compiled outputs."""
+    import torch
+
+    from .graph_io import graph_to_json
+
+    record = {"hook": dict(hook)}
+    tensors: dict = {f"in.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+    try:
+        doc, consts = graph_to_json(gm)
+        record["hook"]["graph"] = doc
+        tensors.update(consts)
+    except Exception as e:  # still a divergence; only the replay is lost
+        record["hook"]["graph"] = None
+        record["hook"]["graph_unsupported"] = f"{type(e).__name__}: {e}"
+        record["hook"]["code"] = getattr(gm, "code", None)
+    if scalars:
+        record["hook"]["scalars"] = {str(i): a for i, a in enumerate(inputs)
+                                     if isinstance(a, (int, float, bool)) or a is None}
+    for i, c in enumerate(compiled):
+        if isinstance(c, torch.Tensor):
+            tensors[f"out.{i}"] = c.detach()
+    return record, tensors
