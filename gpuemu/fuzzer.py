@@ -317,7 +317,7 @@ def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: i
 
     # first the simplest inputs that still fail: contiguous layouts, then plain normal values
     if not best.is_contiguous():
-        flat = best.replace(layouts={k: ("none" if v == "none" else "contiguous") for k, v in best.layouts.items()})
+        flat = _contiguous_twin(best)
         ev = try_case(flat)
         if ev:
             best, best_ev = flat, ev
@@ -369,7 +369,7 @@ def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Laun
         return True
 
     if not case.is_contiguous():
-        flat = case.replace(layouts={k: ("none" if v == "none" else "contiguous") for k, v in case.layouts.items()})
+        flat = _contiguous_twin(case)
         if passes(flat):
             odd = ", ".join(f"{k} {v}" for k, v in case.layouts.items() if v not in ("contiguous", "none"))
             hints.append(f"stride bug suspected: fails only for non-contiguous inputs ({odd})")
