@@ -232,6 +232,28 @@ def test_budget_caps_shadow_time_and_defers_first_calls():
     assert s.decide(site, torch.zeros(2))[0] is True
 
 
+def test_the_allowance_is_shared_fairly_between_sources():
+    now = [0.0]
+    bud = Budget(0.1, clock=lambda: now[0], window=10.0)  # allowance 1 s
+    s = Sampler(0.0, bud, seed=0)
+    fwd, bwd, kern = Site("g fwd", "graph forward"), Site("g bwd", "graph backward"), Site("k", "triton kernel")
+    assert s.decide(fwd, torch.zeros(2))[0] is True
+    bud.charge(3.0, "graph forward")  # the first forward check took three times the whole allowance
+    assert s.decide(fwd, torch.zeros(9))[2] == BUDGET  # the forward source used its share and more
+    assert s.decide(bwd, torch.zeros(2))[0] is True  # a source under its share still gets its new keys
+    bud.charge(0.4, "graph backward")
+    assert s.decide(kern, torch.zeros(2))[0] is True  # 0 < 1 s / 3 sources
+    bud.charge(0.2, "triton kernel")
+    assert s.decide(bwd, torch.zeros(9))[2] == BUDGET  # 0.4 s > 1 s / 3
+    assert s.decide(kern, torch.zeros(9))[0] is True  # 0.2 s < 1 s / 3
+    bud.charge(0.2, "triton kernel")
+    assert s.decide(kern, torch.zeros(99))[2] == BUDGET
+    forced = s.decide(kern, torch.zeros(2), force=True)  # a random sample of a seen key: the budget itself
+    assert forced[0] is False and forced[2] == BUDGET
+    now[0] = 45.0  # wall time caught up: 0.1 * 45 s > 3.8 s spent
+    assert s.decide(fwd, torch.zeros(9))[0] is True
+
+
 # ------------------------------------------------------------------------------------------ Triton launches
 
 
@@ -317,7 +339,7 @@ def test_a_scheduled_tick_takes_one_random_sample_of_a_seen_key(hooked):
 
 def test_a_new_key_over_budget_is_counted_under_its_reason(hooked):
     rt = hooked(budget=1e-9)
-    rt.budget.charge(1.0)
+    rt.budget.charge(1.0, "triton kernel")  # this source used its share (and the whole budget)
     x, w = _x()
     rms(_rms_ok, x, w)
     assert rt.stats.checks == 0 and rt.stats.skipped == 1
@@ -421,7 +443,7 @@ def test_snapshot_and_store_caps(hooked, tmp_path):
 def test_budget_limits_checks(hooked):
     rt = hooked(budget=1e-9)
     x, w = _x()
-    rt.budget.charge(1.0)
+    rt.budget.charge(1.0, "triton kernel")
     rms(_rms_bug, x, w)
     assert rt.stats.checks == 0
 

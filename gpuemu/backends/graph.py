@@ -276,7 +276,7 @@ class ShadowedGraph:
         args = call_args
         try:
             if self._site is None or self._rt is not rt:
-                self._site = rt.site(("graph", id(self)), self.label)
+                self._site = rt.site(("graph", id(self)), self.label, "graph forward")
                 self._rt = rt
                 self._site.sig = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
                                        and not isinstance(a, torch.nn.Parameter)), None)
@@ -383,7 +383,7 @@ class AotGraphShadow:
     def _slow(self, rt: Any, real: Any, inputs: Any) -> Any:
         import torch
 
-        from ..hook.pipeline import run_check
+        from ..hook.pipeline import label, run_check
         from ..hook.sampling import busy
 
         if busy():
@@ -391,7 +391,7 @@ class AotGraphShadow:
         args = list(inputs)  # the compiled callable clears its (boxed) argument list
         try:
             if self._site is None or self._rt is not rt:
-                self._site = rt.site(("graph", id(self)), self.label)
+                self._site = rt.site(("graph", id(self)), self.label, label("torch.compile", self.kind))
                 self._rt = rt
                 tensors_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
                 self._site.sig = next((i for i in tensors_at if not isinstance(args[i], torch.nn.Parameter)),

@@ -67,7 +67,7 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
     try:
         site = state.get("site")
         if site is None or state.get("rt") is not rt:  # a new install starts afresh
-            site = state["site"] = rt.site(("shadow", id(launcher)), name)
+            site = state["site"] = rt.site(("shadow", id(launcher)), name, "@shadow")
             state["rt"] = rt
         bound = sig.bind(*args, **kwargs) if sig is not None else None
         if bound is None:

@@ -94,7 +94,7 @@ def _shadowed(rt: Runtime, original, tuner, args, kwargs):
     try:
         site = rt.sites.get(("inductor", id(tuner)))
         if site is None:
-            site = rt.site(("inductor", id(tuner)), _name(tuner))
+            site = rt.site(("inductor", id(tuner)), _name(tuner), "inductor kernel")
             site.extra["tuner"] = weakref.ref(tuner)
         sig = args[0] if args and is_tensor(args[0]) else next((a for a in args if is_tensor(a)), None)
         sample, key = rt.decide(site, sig)

@@ -164,7 +164,8 @@ class Check:
                 self.rt.internal_error("rng", e)
         self.seconds += time.perf_counter() - self._t
         rt = self.rt
-        rt.budget.charge(self.seconds)
+        lab = label(self.source, self.kind)
+        rt.budget.charge(self.seconds, lab)
         st = rt.stats
         st.shadow_seconds += self.seconds
         v = self.verdict
@@ -179,8 +180,7 @@ class Check:
             outcome = "pass"
             st.passed += 1
         st.checks += 1
-        lab = label(self.source, self.kind)
-        rt.history.append((lab, self.name, outcome))
+        rt.history.append((lab, self.name, outcome, round(self.seconds, 6)))
         st.checks_by_source[lab] = st.checks_by_source.get(lab, 0) + 1
         if self.divergence is not None:
             st.divergences_by_source[lab] = st.divergences_by_source.get(lab, 0) + 1
@@ -213,7 +213,7 @@ class Runtime:
         self.bindings: dict = dict(settings.bindings)
         self.stats = Stats()
         self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
-        # the last checks as (source label, kernel/graph/launcher name, outcome), oldest first
+        # the last checks as (source label, kernel/graph/launcher name, outcome, shadow seconds), oldest first
         self.history: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=KEEP_HISTORY)
         self.errors: list[str] = []  # the first internal errors, as one line each (for reports and bug reports)
         self._stored_per_key: collections.Counter = collections.Counter()
@@ -225,11 +225,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ sites and sampling
 
-    def site(self, key: Any, name: str) -> Site:
+    def site(self, key: Any, name: str, source: str = "") -> Site:
+        """The site of ``key``; ``source`` is the label its checks count under (see :data:`pipeline.LABELS`)."""
         s = self.sites.get(key)
         if s is None:
             with self._lock:
-                s = self.sites.setdefault(key, Site(name))
+                s = self.sites.setdefault(key, Site(name, source))
         return s
 
     def decide(self, site: Site, sig: Any) -> tuple[bool, tuple]:

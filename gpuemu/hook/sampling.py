@@ -14,6 +14,14 @@ signature builds no strings.
 Budget: shadow work may use at most ``budget`` of the wall time since install, with an initial allowance
 of ``budget * WINDOW_S`` seconds (3 s at the default 5%): novelty comes in a burst at start-up, when the
 first graphs and kernels run, and the first check of a graph costs far more than later ones.
+
+The allowance is shared fairly between sources (graph forward, graph backward, inductor kernel, triton
+kernel, @shadow): a *new* key of a source that has spent less than its share (the allowance over the
+number of sources seen so far) is checked even when the others used the whole allowance. Without this
+the first forward-graph check of a training job (seconds, on a GPU) left nothing for the backward graph
+and the backward kernels, which start a few milliseconds later. Shadow time may so reach up to twice the
+allowance during the start-up burst; later checks then wait until wall time has caught up, so the
+long-run share stays ``budget``. Random samples never use a share: they need the budget itself.
 """
 
 from __future__ import annotations
@@ -56,18 +64,36 @@ class Budget:
         self.window = window
         self.start = clock()
         self.spent = 0.0
+        self.spent_by: dict[str, float] = {}  # shadow seconds by source label
         self._lock = threading.Lock()
 
+    def allowance(self) -> float:
+        return self.fraction * max(self.clock() - self.start, self.window)
+
     def allows(self) -> bool:
-        return self.spent < self.fraction * max(self.clock() - self.start, self.window)
+        return self.spent < self.allowance()
+
+    def allows_new(self, source: str) -> bool:
+        """For a new key of ``source``: the budget allows it, or ``source`` is under its fair share."""
+        allowance = self.allowance()
+        if self.spent < allowance:
+            return True
+        if not source:
+            return False
+        by = self.spent_by
+        if source not in by:
+            by[source] = 0.0  # a source seen for the first time joins the sharing
+        return by[source] < allowance / len(by)
 
     def headroom(self) -> float:
         """Seconds of shadow work the budget allows right now."""
         return self.fraction * max(self.clock() - self.start, self.window) - self.spent
 
-    def charge(self, seconds: float) -> None:
+    def charge(self, seconds: float, source: str | None = None) -> None:
         with self._lock:
             self.spent += max(0.0, seconds)
+            if source is not None:
+                self.spent_by[source] = self.spent_by.get(source, 0.0) + max(0.0, seconds)
 
     def share(self) -> float:
         """Fraction of wall time spent on shadow work so far."""
@@ -78,10 +104,11 @@ class Budget:
 class Site:
     """One kernel, graph or launcher: its countdown, last signature and the keys already checked."""
 
-    __slots__ = ("name", "countdown", "shape", "dtype", "key", "seen", "plan", "extra", "sig")
+    __slots__ = ("name", "source", "countdown", "shape", "dtype", "key", "seen", "plan", "extra", "sig")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, source: str = "") -> None:
         self.name = name
+        self.source = source  # the source label its checks count under (its share of the budget)
         self.countdown = 0  # calls until the next random sample (0: draw a gap on the next call)
         self.shape: Any = None
         self.dtype: Any = None
@@ -129,7 +156,7 @@ class Sampler:
             site.countdown = self.gap()
         if not (new or due or force):
             return False, key, None
-        if not self.budget.allows():
+        if not (self.budget.allows_new(site.source) if new else self.budget.allows()):
             return False, key, (BUDGET if new or force else None)
         site.seen.add(key)
         return True, key, None

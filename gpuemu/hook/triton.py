@@ -141,7 +141,7 @@ class TritonShadow:
         site = self.sites.get(id(kernel))
         if site is None:
             plan = self._plan(kernel)
-            site = self.rt.site(("triton", id(kernel)), plan.name)
+            site = self.rt.site(("triton", id(kernel)), plan.name, "triton kernel")
             site.plan = plan
             site.extra["kernel"] = kernel  # keeps id(kernel) valid while the site exists
             site.sig = next((i for i, a in enumerate(args) if is_tensor(a)), None)
