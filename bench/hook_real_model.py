@@ -2,15 +2,18 @@
 
 For each model — a randomly initialised GPT-2 from ``transformers`` (when installed; dropout 0) and the
 Llama-style model of ``examples/llama_tiny.py`` (RMSNorm and rotary as Triton kernels, forward and
-backward) — four fresh processes run in turn, I G I G: ``backend="inductor"`` without gpuemu, and
-``import gpuemu.hook`` + ``backend="gpuemu"`` at default settings. Each trains N steps
-(``torch.compile`` of forward + backward + AdamW) and then runs M eval forwards under bf16 autocast, timing
-each call between CUDA synchronisations. Reported:
+backward) — a process trains N steps (``torch.compile`` of forward + backward + AdamW) and then runs M eval
+forwards under bf16 autocast, timing each call between CUDA synchronisations, twice over side by side
+(:func:`run_pair`): model A with ``backend="inductor"`` and its deep copy B with ``backend="gpuemu"``,
+``import gpuemu.hook`` at default settings, calls alternating A B / B A. Across processes the same
+inductor run differs by up to 29% on the H200 (measured), which hides a 1% effect; side by side it does
+not. One more process runs inductor alone, never importing gpuemu. Reported:
 
-* bit for bit: every loss and eval output of G against I, on the steps where the two inductor runs
-  agree with each other (the deterministic control: inductor differs from itself where kernels use
-  atomics); and the final parameters;
-* the step and forward time ratio G/I (medians over the calls after warm-up; means too);
+* bit for bit: every loss and eval output of B against A, the final parameters, and A against the
+  process without gpuemu (in the deterministic control: math SDPA, deterministic algorithms; inductor
+  differs from itself where kernels use atomics);
+* the step and forward time ratio B/A (medians over the calls after warm-up; the median of per-call
+  ratios; means), and how many timed calls ran while the hook was armed;
 * the hook's ``stats()``: checks by source, divergences (0 on a correct model), skip reasons;
 * planted bugs: the Llama model with the tail-mask bug in its Triton RMSNorm forward, then backward:
   the first check of the buggy kernel, its replay seed, and ``gpuemu reproduce`` of it on the CPU
@@ -56,6 +59,7 @@ class RunConfig:
     seed: int = 0
     store: str = ".gpuemu-bench-real"
     hook_settings: dict = dataclasses.field(default_factory=dict)  # install() arguments (default: defaults)
+    pair: bool = False  # run_pair: inductor and gpuemu side by side in this one process
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -64,8 +68,11 @@ class RunConfig:
 # ---------------------------------------------------------------------------------------------- models
 
 
-def _build(cfg: RunConfig) -> tuple[Any, Any, list, list]:
-    """(model, loss function, training batches, eval batches) on cfg.device, from cfg.seed."""
+def _build(cfg: RunConfig, copies: int = 1) -> tuple[list, list, list, list]:
+    """([model, its copies], [(loss function, logits function) of each], training batches, eval batches) on
+    cfg.device, from cfg.seed; the copies are deep copies (same parameters, bit for bit)."""
+    import copy
+
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -76,7 +83,24 @@ def _build(cfg: RunConfig) -> tuple[Any, Any, list, list]:
                           attn_pdrop=0.0)
         model = GPT2LMHeadModel(conf).to(cfg.device)
         vocab, batch, seq = conf.vocab_size, 8, 200
+    else:
+        from examples import llama_tiny as L
 
+        conf = L.LlamaConfig.tiny() if cfg.model == "llama-tiny" else L.LlamaConfig(vocab=8192)
+        model = L.LlamaTiny(conf).to(cfg.device)
+        vocab = conf.vocab
+        batch, seq = (2, 12) if cfg.model == "llama-tiny" else (8, 200)
+    models = [model] + [copy.deepcopy(model) for _ in range(copies - 1)]
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    train = [torch.randint(0, vocab, (batch, seq), generator=g).to(cfg.device) for _ in range(cfg.steps)]
+    evals = [torch.randint(0, vocab, (batch, seq), generator=g).to(cfg.device) for _ in range(cfg.evals)]
+    return models, [_model_fns(cfg, m, tag) for tag, m in enumerate(models)], train, evals
+
+
+def _model_fns(cfg: RunConfig, model: Any, tag: int) -> tuple[Any, Any]:
+    """(loss function, logits function) of ``model``, as functions of their own (Dynamo keys its cache by
+    code object: two compiled copies of one function would share it)."""
+    if cfg.model == "gpt2":
         def loss_fn(ids):
             return model(ids, labels=ids).loss
 
@@ -85,20 +109,21 @@ def _build(cfg: RunConfig) -> tuple[Any, Any, list, list]:
     else:
         from examples import llama_tiny as L
 
-        conf = L.LlamaConfig.tiny() if cfg.model == "llama-tiny" else L.LlamaConfig(vocab=8192)
-        model = L.LlamaTiny(conf).to(cfg.device)
-        vocab = conf.vocab
-        batch, seq = (2, 12) if cfg.model == "llama-tiny" else (8, 200)
-
         def loss_fn(ids):
             return L.loss_fn(model, ids)
 
         def logits_fn(ids):
             return model(ids)
-    g = torch.Generator().manual_seed(cfg.seed + 1)
-    train = [torch.randint(0, vocab, (batch, seq), generator=g).to(cfg.device) for _ in range(cfg.steps)]
-    evals = [torch.randint(0, vocab, (batch, seq), generator=g).to(cfg.device) for _ in range(cfg.evals)]
-    return model, (loss_fn, logits_fn), train, evals
+    return _own_code(loss_fn, tag), _own_code(logits_fn, tag)
+
+
+def _own_code(fn: Any, tag: int) -> Any:
+    """``fn`` with a code object of its own (same body and closure)."""
+    import types
+
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
+    out = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+    return out
 
 
 def _fingerprint(t: Any) -> str:
@@ -144,7 +169,7 @@ def run_one(cfg: RunConfig) -> dict:
 
         L.set_bug(cfg.bug)
     torch._dynamo.reset()
-    model, (loss_fn, logits_fn), train, evals = _build(cfg)
+    (model,), ((loss_fn, logits_fn),), train, evals = _build(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     backend = "gpuemu" if cfg.backend == "gpuemu" else cfg.inner
     options = {"backend": cfg.inner} if cfg.backend == "gpuemu" and cfg.inner != "inductor" else None
@@ -199,6 +224,135 @@ def run_one(cfg: RunConfig) -> dict:
     return out
 
 
+def _step_fn(loss_fn: Any, opt: Any, tag: int) -> Any:
+    def step(ids):
+        loss = loss_fn(ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return _own_code(step, tag)
+
+
+def run_pair(cfg: RunConfig) -> dict:
+    """Inductor and gpuemu side by side in one process, the hook installed: model A compiled with the inner
+    backend, its deep copy B with ``backend="gpuemu"``; each training step and eval forward runs A then B
+    (B then A on odd calls), each timed between CUDA synchronisations. The ratio of B to A is the hook's
+    cost to the compiled code; calls made while the hook was armed (a window after a compile, a scheduled
+    tick) are counted, for A too (Inductor's ``CachingAutotuner.run`` is wrapped at class level then)."""
+    import contextlib
+
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+
+    attn = contextlib.nullcontext
+    if cfg.deterministic:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
+    import gpuemu.hook as hook
+
+    rt = hook.install(store=cfg.store, **cfg.hook_settings)
+    if cfg.model.startswith("llama"):
+        from examples import llama_tiny as L
+
+        hook.bind("_rmsnorm_fwd", "rmsnorm")
+        hook.bind("_rope_fwd", "rope")
+        L.set_bug(cfg.bug)
+    torch._dynamo.reset()
+    models, fns, train, evals = _build(cfg, copies=2)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
+    backends = (cfg.inner, "gpuemu")
+    options = (None, {"backend": cfg.inner} if cfg.inner != "inductor" else None)
+    steps = [torch.compile(_step_fn(fns[i][0], opts[i], i), backend=backends[i], options=options[i]) for i in (0, 1)]
+    cuda = cfg.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    out: dict = {"config": cfg.to_dict(), "mode": "pair"}
+    for k in ("losses", "step_s", "armed_step", "eval_fp", "eval_s", "armed_eval"):
+        out[k] = ([], [])
+
+    def timed(i: int, fn: Any, ids: Any, ctx: Any) -> tuple[Any, float, bool]:
+        sync()
+        armed = rt.arming.armed
+        t = time.perf_counter()
+        with ctx():
+            r = fn(ids)
+        sync()
+        return r, time.perf_counter() - t, armed or rt.arming.armed
+
+    t0 = time.perf_counter()
+    for m in models:
+        m.train()
+    for n, ids in enumerate(train):
+        for i in ((0, 1) if n % 2 == 0 else (1, 0)):
+            loss, dt, armed = timed(i, steps[i], ids, attn)
+            out["step_s"][i].append(dt)
+            out["armed_step"][i].append(armed)
+            out["losses"][i].append(float(loss.detach().float().item()))
+    out["params_fp"] = [_fingerprint(torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]))
+                        for m in models]
+    for m in models:
+        m.eval()
+    evals_c = [torch.compile(fns[i][1], backend=backends[i], options=options[i], mode=cfg.eval_mode) for i in (0, 1)]
+    amp = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)
+
+    @contextlib.contextmanager
+    def eval_ctx():
+        with torch.no_grad(), amp, attn():
+            yield
+
+    for n, ids in enumerate(evals):
+        for i in ((0, 1) if n % 2 == 0 else (1, 0)):
+            logits, dt, armed = timed(i, evals_c[i], ids, eval_ctx)
+            out["eval_s"][i].append(dt)
+            out["armed_eval"][i].append(armed)
+            out["eval_fp"][i].append(_fingerprint(logits))
+    out["wall_s"] = time.perf_counter() - t0
+    out["stats"] = rt.stats.to_dict()
+    out["divergences"] = [d.to_dict() for d in rt.divergences]
+    out["history"] = list(rt.history)
+    out["errors"] = list(rt.errors)
+    out["settings"] = rt.settings.describe()
+    hook.uninstall()
+    return out
+
+
+def compare_pair(pair: dict, alone: dict | None) -> dict:
+    """The pair's verdicts: bit for bit B vs A (and A vs an inductor process without gpuemu), time ratios."""
+    w = pair["config"]["warmup"]
+    la, lb = pair["losses"]
+    ea, eb = pair["eval_fp"]
+    res: dict = {"model": pair["config"]["model"], "steps": len(la), "evals": len(ea), "mode": "pair",
+                 "deterministic": pair["config"].get("deterministic", False),
+                 "losses_equal": sum(a == b for a, b in zip(la, lb)), "evals_equal": sum(a == b for a, b in zip(ea, eb)),
+                 "params_equal": pair["params_fp"][0] == pair["params_fp"][1]}
+    if alone is not None:  # the control: inductor in a process that never imported gpuemu
+        res["control_losses_equal"] = sum(a == b for a, b in zip(alone["losses"], la))
+        res["control_evals_equal"] = sum(a == b for a, b in zip(alone["eval_fp"], ea))
+    for key, name in (("step_s", "step"), ("eval_s", "eval")):
+        a, b = pair[key][0][w:], pair[key][1][w:]
+        res[f"{name}_ms_inductor"] = statistics.median(a) * 1e3
+        res[f"{name}_ms_gpuemu"] = statistics.median(b) * 1e3
+        res[f"{name}_ratio"] = statistics.median(b) / statistics.median(a)
+        res[f"{name}_paired_ratio"] = statistics.median(y / x for x, y in zip(a, b))
+        res[f"{name}_mean_ratio"] = statistics.fmean(b) / statistics.fmean(a)
+        armed = f"armed_{name}"
+        res[f"{name}_armed_calls"] = [sum(pair[armed][0][w:]), sum(pair[armed][1][w:])]
+        if alone is not None:
+            res[f"{name}_ms_alone"] = _median_after(alone[key], w) * 1e3
+    st = pair["stats"]
+    for k in ("checks", "checks_by_source", "divergences", "skip_reasons", "internal_errors", "arms"):
+        res[k] = st[k]
+    res["shadow_s"] = st["shadow_seconds"]
+    res["divergence_lines"] = [d["line"] for d in pair["divergences"]][:5]
+    res["errors"] = pair.get("errors", [])
+    res["slowest_checks"] = sorted((h for h in pair.get("history", []) if len(h) > 3), key=lambda h: -h[3])[:6]
+    return res
+
+
 # ---------------------------------------------------------------------------------------------- summaries
 
 
@@ -212,57 +366,6 @@ def _mean_after(xs: list[float], warmup: int) -> float:
     return statistics.fmean(tail)
 
 
-def compare(runs: list[dict]) -> dict:
-    """Bit-for-bit and speed of the gpuemu runs against the inductor runs (I G I G, or I G)."""
-    ind = [r for r in runs if r["config"]["backend"] != "gpuemu"]
-    gem = [r for r in runs if r["config"]["backend"] == "gpuemu"]
-    w = runs[0]["config"]["warmup"]
-    a = ind[0]
-    control = ind[1] if len(ind) > 1 else None
-    n = len(a["losses"])
-    det_steps = [i for i in range(n) if control is None or control["losses"][i] == a["losses"][i]]
-    det_evals = [i for i in range(len(a["eval_fp"])) if control is None or control["eval_fp"][i] == a["eval_fp"][i]]
-    res: dict = {"model": a["config"]["model"], "steps": n, "evals": len(a["eval_fp"]),
-                 "control_equal_steps": len(det_steps) if control is not None else None,
-                 "control_equal_evals": len(det_evals) if control is not None else None,
-                 "control_first_differing_step": next((i for i in range(n) if i not in det_steps), None)}
-    eq_steps = all(g["losses"][i] == a["losses"][i] for g in gem for i in det_steps)
-    eq_evals = all(g["eval_fp"][i] == a["eval_fp"][i] for g in gem for i in det_evals)
-    res["gpuemu_equal_on_control_steps"] = eq_steps
-    res["gpuemu_equal_on_control_evals"] = eq_evals
-    res["gpuemu_equal_all_steps"] = all(g["losses"] == a["losses"] for g in gem)
-    res["params_equal"] = all(g["params_fp"] == a["params_fp"] for g in gem)
-    res["control_params_equal"] = control["params_fp"] == a["params_fp"] if control is not None else None
-
-    def med(rs, key):
-        return statistics.median(_median_after(r[key], w) for r in rs)
-
-    def mean(rs, key):
-        return statistics.fmean(_mean_after(r[key], w) for r in rs)
-
-    for key, name in (("step_s", "step"), ("eval_s", "eval")):
-        mi, mg = med(ind, key), med(gem, key)
-        res[f"{name}_ms_inductor"] = mi * 1e3
-        res[f"{name}_ms_gpuemu"] = mg * 1e3
-        res[f"{name}_ratio"] = mg / mi
-        res[f"{name}_mean_ratio"] = mean(gem, key) / mean(ind, key)
-        res[f"{name}_ms_inductor_runs"] = [_median_after(r[key], w) * 1e3 for r in ind]
-        res[f"{name}_ms_gpuemu_runs"] = [_median_after(r[key], w) * 1e3 for r in gem]
-    st = [g["stats"] for g in gem]
-    res["checks"] = [s["checks"] for s in st]
-    res["checks_by_source"] = [s["checks_by_source"] for s in st]
-    res["divergences"] = [s["divergences"] for s in st]
-    res["skip_reasons"] = [s["skip_reasons"] for s in st]
-    res["internal_errors"] = [s["internal_errors"] for s in st]
-    res["shadow_s"] = [s["shadow_seconds"] for s in st]
-    res["arms"] = [s["arms"] for s in st]
-    res["divergence_lines"] = [d["line"] for g in gem for d in g["divergences"]][:5]
-    res["errors"] = [g.get("errors", []) for g in gem]
-    res["deterministic"] = a["config"].get("deterministic", False)
-    res["armed_calls_timed"] = [sum(g["armed_step"][w:]) + sum(g["armed_eval"][w:]) for g in gem]
-    return res
-
-
 def planted(run: dict, kernel: str, *, store: str, device: str) -> dict:
     """Was the bug found on the buggy kernel's first check, and does ``gpuemu reproduce`` replay it on a CPU?"""
     hist = [h for h in run.get("history", []) if h[1] == kernel]
@@ -274,7 +377,8 @@ def planted(run: dict, kernel: str, *, store: str, device: str) -> dict:
                  "stats": {k: run["stats"][k] for k in ("checks", "divergences", "checks_by_source",
                                                         "divergences_by_source")}}
     if divs:
-        env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+        env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
+                   PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
         p = subprocess.run([sys.executable, "-m", "gpuemu", "reproduce", divs[0]["seed"], "--store", store,
                             "--device", "cpu"], cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=600)
         res["reproduce_rc"] = p.returncode
@@ -319,12 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evals", type=int, default=40)
     ap.add_argument("--models", default="gpt2,llama")
     ap.add_argument("--warmup", type=int, default=10, help="calls left out of the timing medians")
-    ap.add_argument("--rounds", type=int, default=2, help="I G pairs per model (the second I is the control)")
+    ap.add_argument("--rounds", type=int, default=1, help="pair processes per model (each: inductor and gpuemu "
+                    "side by side); one more process per model runs inductor alone, without gpuemu (the control)")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-bugs", action="store_true")
     ap.add_argument("--deterministic", action="store_true", help="model runs as the bit-for-bit control (math SDPA, "
                     "deterministic algorithms); bug and CUDA-graph runs stay at defaults")
-    ap.add_argument("--llama-rounds", type=int, default=None, help="I G pairs for the Llama model (default: --rounds)")
     ap.add_argument("--cudagraphs", action="store_true", help="also GPT-2 eval with mode='reduce-overhead' (gpuemu)")
     ap.add_argument("--quick", action="store_true", help="CPU: tiny Llama, aot_eager, 3 steps")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -332,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         cfg = RunConfig(**json.loads(args.worker))
-        Path(args.worker_out).write_text(json.dumps(run_one(cfg)))
+        Path(args.worker_out).write_text(json.dumps(run_pair(cfg) if cfg.pair else run_one(cfg)))
         return 0
     import torch
 
@@ -363,19 +467,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"micro: bare {result['micro']['bare_us']:.2f} us, hooked {result['micro']['hooked_us']:.2f} us "
                   f"(x{result['micro']['hooked_over_bare']:.4f})", file=sys.stderr, flush=True)
         for m in models:
-            runs = []
-            rounds = args.llama_rounds if m.startswith("llama") and args.llama_rounds else args.rounds
-            for r in range(rounds):
-                for be in ("inductor", "gpuemu"):
-                    cfg = RunConfig(model=m, backend=be, inner=inner, steps=steps, evals=evals, warmup=warmup,
-                                    device=device, store=store + f"-{m}", deterministic=args.deterministic)
-                    runs.append(_spawn(cfg, tmp))
-                    print(f"{m} {be} round {r}: step {statistics.median(runs[-1]['step_s'][warmup:] or runs[-1]['step_s']) * 1e3:.3f} ms",
-                          file=sys.stderr, flush=True)
-            c = compare(runs)
-            result["models"].append(c)
-            result.setdefault("runs", []).append(runs)
-            _save_partial(args.json, result)
+            base = RunConfig(model=m, backend="gpuemu", inner=inner, steps=steps, evals=evals, warmup=warmup,
+                             device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True)
+            alone = _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
+            for r in range(args.rounds):
+                pair = _spawn(base, tmp)
+                c = compare_pair(pair, alone)
+                result["models"].append(c)
+                print(f"{m} pair {r}: step {c['step_ms_inductor']:.3f} -> {c['step_ms_gpuemu']:.3f} ms "
+                      f"(x{c['step_ratio']:.4f}), eval {c['eval_ms_inductor']:.3f} -> {c['eval_ms_gpuemu']:.3f} ms "
+                      f"(x{c['eval_ratio']:.4f}); alone step {c['step_ms_alone']:.3f} ms; checks "
+                      f"{c['checks_by_source']}", file=sys.stderr, flush=True)
+                _save_partial(args.json, result)
         if args.cudagraphs and cuda:
             m = "gpt2" if "gpt2" in models else models[0]
             cfg = RunConfig(model=m, backend="gpuemu", inner=inner, steps=3, evals=evals, warmup=warmup,
@@ -395,9 +498,6 @@ def main(argv: list[str] | None = None) -> int:
                 run = _spawn(cfg, tmp)
                 result["bugs"].append(planted(run, kernel, store=st, device=device))
                 _save_partial(args.json, result)
-    for r in result.get("runs", []):  # keep the JSON small: per-call lists stay, histories go
-        for x in r:
-            x.pop("history", None)
     text = render(result)
     print(text)
     if args.out:
@@ -418,23 +518,32 @@ def render(res: dict) -> str:
                   f"{mi['rounds']} rounds × {mi['calls_per_round']} calls; checks while timing: "
                   f"{mi['checks_during_timing']}; windows opened while timing: {mi.get('arms_during_timing')}.", ""]
     if res["models"]:
-        lines += ["Model runs" + (" in the deterministic control (math SDPA, `torch.use_deterministic_algorithms`)"
-                              if res["models"][0].get("deterministic") else "") + ":", ""]
-        lines += ["| model | train step ms inductor → gpuemu | ratio (median; mean) | eval fwd ms inductor → gpuemu | "
-                  "ratio (median; mean) | bit for bit vs inductor (control-equal steps / evals) | checks by source | "
-                  "divergences | skip reasons |", "|---|---|---|---|---|---|---|---|---|"]
+        det = res["models"][0].get("deterministic")
+        lines += ["Model runs, inductor and gpuemu side by side in one process (A: `backend=\"inductor\"`, B: its "
+                  "deep copy with `import gpuemu.hook` + `backend=\"gpuemu\"` at default settings; calls alternate "
+                  "A B / B A)" + (", in the deterministic control (math SDPA, `torch.use_deterministic_algorithms`)"
+                                  if det else "") + ":", "",
+                  "| model | train step ms A → B | ratio B/A (median; paired median; mean) | eval fwd ms A → B | "
+                  "ratio B/A (median; paired median; mean) | inductor alone, own process: step / eval ms | "
+                  "bit for bit: B = A (losses, evals, final params); A = alone | checks by source | divergences | "
+                  "calls timed while armed (A, B) | skip reasons |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in res["models"]:
-            bfb = (f"losses {'equal' if c['gpuemu_equal_on_control_steps'] else 'DIFFER'} on "
-                   f"{c['control_equal_steps']}/{c['steps']} steps, eval outputs "
-                   f"{'equal' if c['gpuemu_equal_on_control_evals'] else 'DIFFER'} on "
-                   f"{c['control_equal_evals']}/{c['evals']}; all steps equal: {c['gpuemu_equal_all_steps']}")
-            src = "; ".join(", ".join(f"{k} {v}" for k, v in sorted(d.items())) for d in c["checks_by_source"])
-            skips = "; ".join(", ".join(f"{k}: {v}" for k, v in d.items()) or "none" for d in c["skip_reasons"])
+            bfb = (f"{c['losses_equal']}/{c['steps']}, {c['evals_equal']}/{c['evals']}, "
+                   f"{'equal' if c['params_equal'] else 'DIFFER'}; A = alone: {c.get('control_losses_equal')}/"
+                   f"{c['steps']}, {c.get('control_evals_equal')}/{c['evals']}")
+            src = ", ".join(f"{k} {v}" for k, v in sorted(c["checks_by_source"].items())) or "none"
+            skips = ", ".join(f"{k}: {v}" for k, v in c["skip_reasons"].items()) or "none"
             lines.append(f"| {c['model']} | {c['step_ms_inductor']:.3f} → {c['step_ms_gpuemu']:.3f} | "
-                         f"**{c['step_ratio']:.4f}**; {c['step_mean_ratio']:.4f} | {c['eval_ms_inductor']:.3f} → "
-                         f"{c['eval_ms_gpuemu']:.3f} | **{c['eval_ratio']:.4f}**; {c['eval_mean_ratio']:.4f} | {bfb} | "
-                         f"{src} | {c['divergences']} | {skips} |")
+                         f"**{c['step_ratio']:.4f}**; {c['step_paired_ratio']:.4f}; {c['step_mean_ratio']:.4f} | "
+                         f"{c['eval_ms_inductor']:.3f} → {c['eval_ms_gpuemu']:.3f} | **{c['eval_ratio']:.4f}**; "
+                         f"{c['eval_paired_ratio']:.4f}; {c['eval_mean_ratio']:.4f} | {c.get('step_ms_alone', 0):.3f} / "
+                         f"{c.get('eval_ms_alone', 0):.3f} | {bfb} | {src} | {c['divergences']} | "
+                         f"steps {c['step_armed_calls']}, evals {c['eval_armed_calls']} | {skips} |")
         lines.append("")
+        slow = [(c["model"], h) for c in res["models"] for h in c.get("slowest_checks", [])[:3]]
+        if slow:
+            lines += ["Costliest checks (shadow seconds): " + "; ".join(f"{m} {h[0]} `{h[1]}` {h[3]:.3f} s ({h[2]})"
+                                                                      for m, h in slow), ""]
     cg = res.get("cudagraphs")
     if cg:
         lines += [f"CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`, {cg['model']} eval, gpuemu): "
