@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 from . import ops
 from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
+from .resources import LaunchRefused
 from .runners import Launch, run_launcher
 from .tolerance import UNIT_ROUNDOFF, Tolerance, ToleranceTable, bounds
 
@@ -33,7 +34,7 @@ class Verdict:
     """What the oracle concluded about one call. ``message`` is one line; ``detail`` is the report."""
 
     status: str
-    kind: str = "ok"  # ok | mismatch | nonfinite | shape | dtype | type | mutation | nondeterministic | alias | exception | refusal | skipped
+    kind: str = "ok"  # ok | mismatch | nonfinite | shape | dtype | type | mutation | nondeterministic | alias | exception | refusal | out_of_resources | skipped
     message: str = ""
     detail: str = ""
     max_abs_err: float | None = None
@@ -443,6 +444,8 @@ class Oracle:
 
         if isinstance(run1.error, KernelFinding):
             return done(Verdict(FAIL, run1.error.kind, run1.error.message))
+        if isinstance(run1.error, LaunchRefused):  # the same words whether predicted on the CPU or raised on CUDA
+            return done(Verdict(ERROR, "out_of_resources", run1.error.message, detail=run1.error.detail))
         if run1.error is not None:
             from .preconditions import is_refusal
 
@@ -478,7 +481,10 @@ class Oracle:
             tol = tf32_tolerance(tol)
         v = self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol)
         if precision:
-            v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}")
+            source = {str(lch.options.get("dot_precision_source")) for lch in run1.launches
+                      if lch.options.get("dot_precision_source")}
+            said = f" (read from the {', '.join(sorted(source))}; judged as on the CPU runtime)" if source else ""
+            v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}{said}")
         return done(v)
 
 

@@ -30,6 +30,9 @@ def register(sub) -> None:
                         "(default) or only show it")
     p.add_argument("--case-timeout", metavar="SECONDS", type=_seconds, default=None,
                    help="per-case time limit: a case running longer is an ERROR verdict (rule pack: fuzz.case_timeout)")
+    p.add_argument("--target", dest="gpu_targets", metavar="SM_XX,...", default=None,
+                   help="GPU targets whose launch limits (shared memory, threads) a CPU run enforces, as in "
+                        "'gpuemu lint --target' (default: fuzz.targets of the rule pack, else sm_80,sm_90; none: off)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
 
@@ -152,6 +155,11 @@ def run(args) -> int:
     from ..fuzzer import FuzzInterrupted
 
     interrupted = False
+    from ..resources import parse_targets, predicting
+
+    # a bad --target is one usage line, before any case runs
+    gpu_targets = predicting(parse_targets(args.gpu_targets if args.gpu_targets is not None else settings.fuzz.get("targets")))
+    gpu_targets.__enter__()
     try:
         result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
                       strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
@@ -160,6 +168,7 @@ def run(args) -> int:
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:
+        gpu_targets.__exit__(None, None, None)
         progress.close()
     err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
         f"(kernel {result.timings.get('kernel', 0):.1f} s)")

@@ -5,7 +5,10 @@ CUDA when present.
 call are poisoned, Triton launches are observed, exceptions are captured (a kernel that raises is a
 verdict, not a crash of gpuemu), and the time spent is measured. On the CPU the launches run on
 :mod:`gpuemu.runtime` (bounds-checked memory, bf16, TF32 dots, every autotune config); what it reports
-(dot precision, chosen autotune config) is merged into each ``Launch.options``.
+(dot precision, chosen autotune config) is merged into each ``Launch.options``. On CUDA the dot precision
+comes from the compiled kernel's IR (:mod:`gpuemu.runners.dots`). A launch a GPU target would refuse
+(shared memory, threads; :mod:`gpuemu.resources`) is refused on the CPU before it runs, and a real
+``OutOfResources`` on CUDA becomes the same :class:`gpuemu.resources.LaunchRefused`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import one_line
-from .launches import Launch, observe_launches
+from .launches import Launch, guarding, observe_launches
 from .poison import poison_allocations
 
 __all__ = ["Launch", "RunOutcome", "bf16_unfaithful", "default_device", "interpreting", "observe_launches", "ran_on_runtime",
@@ -74,6 +77,10 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
         # the interpreter evaluates kernels with numpy: an exp that overflows is the kernel's business
         with contextlib.ExitStack() as stack:
             launches = stack.enter_context(observe_launches())
+            if use_runtime:  # what a GPU would refuse to launch is refused here too, before the CPU runs it
+                from ..resources import guard
+
+                stack.enter_context(guarding(guard))
             reports = stack.enter_context(_runtime_scope()) if use_runtime else None
             stack.enter_context(poison_allocations(enabled=poison))
             stack.enter_context(np.errstate(all="ignore"))
@@ -83,6 +90,11 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
             finally:
                 out.launches = _merge(launches, reports)
     except Exception as e:  # the kernel's failure is the verdict
+        from ..resources import from_out_of_resources, is_out_of_resources
+
+        if is_out_of_resources(e):  # a real launch refused: the same LaunchRefused the CPU run predicts
+            kernel = out.launches[-1].kernel if out.launches else "kernel"
+            e = from_out_of_resources(e, kernel=kernel, device=device if device.startswith("cuda") else None)
         out.error = e
         frame = _user_frame(traceback.extract_tb(e.__traceback__))
         out.error_text = one_line(e) + (f" ({frame.filename}:{frame.lineno})" if frame else "")

@@ -151,13 +151,20 @@ def _wrap(original):
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return _interceptors[j](self, args, kwargs, grid, warmup, _chain(original, self, j + 1))
         observers = getattr(_state, "observers", None)
+        launch = None
         if observers and not warmup:
             launch = _describe(self, args, grid, kwargs)
             for obs in observers:
                 obs.append(launch)
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
-            return _chain(original, self, 0)(args, kwargs, grid, warmup)
+            if not warmup:
+                for check in getattr(_state, "guards", ()):
+                    check(self, args, kwargs)  # may refuse the launch (a GPU-less OutOfResources)
+            result = _chain(original, self, 0)(args, kwargs, grid, warmup)
+            if launch is not None and observers and hasattr(result, "asm"):  # a CompiledKernel: a real GPU launch
+                _note_compiled(observers, launch, result)
+            return result
         finally:
             _state.depth -= 1
 
@@ -190,6 +197,38 @@ def install() -> None:
                 cls.run = _wrap(original)
                 _wrapped.append((cls, original, cls.run))
         _installed = True
+
+
+def _note_compiled(observers: list, launch: Launch, compiled: Any) -> None:
+    """Put what the compiled kernel says about its dots into the launch's record, as the CPU runtime does."""
+    import dataclasses
+
+    from .dots import compiled_dot_precision
+
+    precision = compiled_dot_precision(compiled)
+    if precision is None:
+        return
+    done = dataclasses.replace(launch, options={**launch.options, "dot_precision": precision,
+                                                "dot_precision_source": "compiled kernel (TTIR)"})
+    for obs in observers:
+        for i in range(len(obs) - 1, -1, -1):
+            if obs[i] is launch:
+                obs[i] = done
+                break
+
+
+@contextlib.contextmanager
+def guarding(check) -> Iterator[None]:
+    """Call ``check(kernel, args, kwargs)`` before every launch on this thread inside the block (observed
+    launches only: used inside :func:`observe_launches`); it refuses a launch by raising."""
+    guards = getattr(_state, "guards", None)
+    if guards is None:
+        guards = _state.guards = []
+    guards.append(check)
+    try:
+        yield
+    finally:
+        guards.remove(check)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ compile used, so the lint sees the code that was run. Triton internals are versi
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from dataclasses import dataclass, field
@@ -89,19 +90,22 @@ def _jit_function(kernel: Any):
 
 
 def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, target_name: str = "",
-                   ran: dict | None = None) -> CompiledLaunch:
+                   ran: dict | None = None, cache: bool = False) -> CompiledLaunch:
     """Bind ``args``/``kwargs`` with Triton's binder for ``gpu_target`` and compile; never raises (a failed
     compile is returned with ``error`` set: a kernel the CPU ran but the GPU compiler rejects is a finding
-    for the lint)."""
+    for the lint).
+
+    ``cache``: reuse the compile of an earlier launch with the same kernel, specialisation (Triton's own:
+    argument types, divisibility by 16, integers equal to 1), constexprs, options and target, as a GPU's
+    kernel cache would; a fuzz run then compiles once per distinct specialisation, not once per case.
+    """
     import triton
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
+    from triton.compiler import ASTSource
 
     jit = _jit_function(kernel)
     name = jit.fn.__name__
     try:
-        backend = make_backend(gpu_target)
-        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        backend, binder = _binder(jit, gpu_target)
         kw = dict(kwargs)
         kw.setdefault("debug", False)
         if hasattr(triton, "knobs"):
@@ -113,17 +117,58 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
             for k, v in ran.items():
                 if k in named and named[k] != v and not (hasattr(v, "name") and str(v) == str(named[k])):
                     raise RuntimeError(f"constexpr {k}: CPU run used {v!r}, the compile bound {named[k]!r}")
+        key = None
+        if cache:
+            key = (jit.fn, repr(gpu_target), repr(sorted(signature.items())), repr(sorted(constexprs.items())),
+                   repr(sorted(attrs.items())), repr(sorted(options.__dict__.items())))
+            hit = _compiled.get(key)
+            if hit is not None:
+                _stats["hits"] += 1
+                _compiled.move_to_end(key)
+                return hit
         src = ASTSource(jit, signature, constexprs, attrs)
         from .executor import _lock as launch_lock
 
         with launch_lock, _compiled_mode(jit.fn.__globals__):  # no runtime launch sees the swapped helpers
             compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
         meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(vars(compiled.metadata))
-        return CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
-                              {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
+        out = CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
+                             {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
+        if key is not None:
+            _stats["compiles"] += 1
+            with _cache_lock:
+                _compiled[key] = out
+                while len(_compiled) > _CACHE_SIZE:
+                    _compiled.popitem(last=False)
+        return out
     except Exception as e:  # the CPU run stands; the compile failure is reported
         return CompiledLaunch(name, target_name or f"sm_{getattr(gpu_target, 'arch', '?')}", {}, {},
                               error=_error_text(e))
+
+
+_CACHE_SIZE = 256  # compiled launches kept (asm included: a few hundred KB each at most)
+_compiled: "collections.OrderedDict[tuple, CompiledLaunch]" = collections.OrderedDict()
+_binders: dict[tuple, tuple] = {}
+_cache_lock = threading.Lock()
+_stats = {"compiles": 0, "hits": 0}
+
+
+def cache_stats() -> dict[str, int]:
+    """Compiles made and reused by ``compile_launch(..., cache=True)`` in this process."""
+    return dict(_stats)
+
+
+def _binder(jit: Any, gpu_target: Any) -> tuple:
+    """(backend, Triton's binder) for ``jit`` on ``gpu_target``, built once (building one generates code)."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    key = (jit.fn, repr(gpu_target))
+    hit = _binders.get(key)
+    if hit is None:
+        backend = make_backend(gpu_target)
+        hit = _binders[key] = (backend, create_function_from_signature(jit.signature, jit.params, backend))
+    return hit
 
 
 def _error_text(e: BaseException) -> str:

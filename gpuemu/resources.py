@@ -1,0 +1,257 @@
+"""Launches a GPU would refuse: shared memory, threads per block, as Triton's launcher checks them.
+
+Triton refuses a launch before it reaches the GPU (``CompiledKernel._init_handles``, Triton 3.x):
+
+- ``metadata.shared > max_shared_mem(device)`` -> ``OutOfResources(shared, max, "shared memory")``. The
+  figure is the dynamic shared memory the compiled kernel asks for, which depends on every constexpr (block
+  sizes), ``num_warps``, ``num_stages`` and the target; the limit is the device's opt-in maximum per block
+  (232,448 B on sm_90, 166,912 B on sm_80).
+- ``num_warps * 32 > n_max_threads`` -> ``OutOfResources(threads, n_max_threads, "threads")``, where
+  ``n_max_threads`` is CUDA's ``MAX_THREADS_PER_BLOCK`` for the loaded function: 1024, or fewer when the
+  registers the function uses do not fit 64K per block.
+
+On the CPU, :func:`guard` compiles each launch for the chosen targets with the launch's own arguments and
+options (Triton's binder and ``triton.compile``, see :mod:`gpuemu.runtime.aot`, compiles cached per
+specialisation) and raises :class:`LaunchRefused` before the launch runs, with the figures Triton would
+report. On CUDA, :func:`from_out_of_resources` turns the ``OutOfResources`` the real launch raised into the
+same :class:`LaunchRefused`, so both devices give the same ERROR verdict, word for word.
+
+Measured (H200, Triton 3.6): examples/kernels/attention.py at D=257 fp32 with 33..64 keys (BLOCK_N=64,
+BLOCK_D=512) asks for 294,912 B on sm_90 and is refused; with <= 16 keys (BLOCK_N=16) the same kernel asks
+for 98,304 B and runs. The block sizes, not num_stages, make the difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+DEFAULT_TARGETS = ("sm_80", "sm_90")  # A100 and H100/H200: the predictions a CPU fuzz makes unless told otherwise
+MAX_THREADS_PER_BLOCK = 1024
+REGISTERS_PER_BLOCK = 65536
+REGISTER_ALLOC_UNIT = 256  # registers are granted per warp in chunks of this many
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One resource a launch needs beyond what ``target`` allows."""
+
+    kernel: str
+    target: str
+    resource: str  # "shared memory" | "threads" | Triton's name for another resource
+    required: int
+    limit: int
+    options: dict[str, Any] = field(default_factory=dict)  # num_warps, num_stages, registers (when read)
+
+    def message(self) -> str:
+        """``_attn_kernel needs 294,912 B shared memory on sm_90, limit 232,448``"""
+        unit = {"shared memory": " B shared memory", "threads": " threads per block"}.get(self.resource,
+                                                                                         f" {self.resource}")
+        return f"{self.kernel} needs {self.required:,}{unit} on {self.target}, limit {self.limit:,}"
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "target": self.target, "resource": self.resource, "required": self.required,
+                "limit": self.limit, "options": dict(self.options)}
+
+
+class LaunchRefused(Exception):
+    """A launch the GPU refuses (or would refuse) for lack of a resource.
+
+    Not a GpuemuError: like ``KernelFinding`` it is a verdict about the kernel's launch. The oracle turns it
+    into an ERROR verdict of kind ``out_of_resources`` whose message is the same on the CPU (``predicted``)
+    and on CUDA (raised by the launch).
+    """
+
+    def __init__(self, refusals: Sequence[Refusal], *, predicted: bool, note: str = "") -> None:
+        self.refusals = tuple(refusals)
+        self.predicted = predicted
+        self.note = note
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return "; ".join(r.message() for r in self.refusals)
+
+    @property
+    def detail(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.refusals[0].options.items()) if self.refusals else ""
+        if self.predicted:
+            where = ", ".join(dict.fromkeys(r.target for r in self.refusals))
+            how = (f"predicted without a GPU: compiled for {where} with the launch's own arguments and options"
+                   f"{' (' + opts + ')' if opts else ''}; Triton refuses such a launch with OutOfResources")
+        else:
+            how = "raised by the CUDA launch (triton OutOfResources)"
+        return how + (f"\n{self.note}" if self.note else "")
+
+
+# ---------------------------------------------------------------------------------------------- targets
+
+
+def parse_targets(spec: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"sm_80,sm_90"`` -> ("sm_80", "sm_90"); "none" or "" -> () (no prediction); None -> the defaults.
+
+    >>> parse_targets("sm_90, sm_80")
+    ('sm_90', 'sm_80')
+    """
+    if spec is None:
+        return DEFAULT_TARGETS
+    if isinstance(spec, str):
+        if spec.strip().lower() in ("", "none", "off"):
+            return ()
+        names = [s for s in spec.replace(" ", "").split(",") if s]
+    else:
+        names = [str(s) for s in spec]
+    from .lint.targets import get
+
+    return tuple(dict.fromkeys(get(n).name for n in names))
+
+
+@contextlib.contextmanager
+def predicting(targets: str | Sequence[str] | None) -> Iterator[tuple[str, ...]]:
+    """CPU runs inside the block predict refusals for ``targets`` (``()`` or "none": no prediction).
+
+    >>> with predicting("sm_90") as t:
+    ...     t
+    ('sm_90',)
+    """
+    names = parse_targets(targets)
+    old = getattr(_local, "targets", None)
+    _local.targets = names
+    try:
+        yield names
+    finally:
+        _local.targets = old
+
+
+def current_targets() -> tuple[str, ...]:
+    """The targets CPU runs predict refusals for on this thread: :func:`predicting`'s, else the defaults."""
+    t = getattr(_local, "targets", None)
+    return DEFAULT_TARGETS if t is None else t
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+
+def check_compiled(compiled: Any, target: str) -> list[Refusal]:
+    """What Triton's launcher would refuse for a :class:`gpuemu.runtime.CompiledLaunch` on ``target``."""
+    from .lint.targets import get
+
+    t = get(target)
+    meta = compiled.metadata
+    num_warps = int(meta.get("num_warps", 4) or 4)
+    opts: dict[str, Any] = {"num_warps": num_warps}
+    if meta.get("num_stages") is not None:
+        opts["num_stages"] = meta.get("num_stages")
+    out: list[Refusal] = []
+    shared = int(meta.get("shared", 0) or 0)
+    if shared > t.max_shared_per_block:
+        out.append(Refusal(compiled.kernel, t.name, "shared memory", shared, t.max_shared_per_block, opts))
+    threads = num_warps * 32
+    max_threads = MAX_THREADS_PER_BLOCK
+    if threads * 255 > REGISTERS_PER_BLOCK and compiled.asm.get("cubin"):
+        regs = registers(compiled)  # only a block of > 8 warps can run out of registers (255 each at most)
+        if regs:
+            opts["registers"] = regs
+            max_threads = min(max_threads, max_threads_for(regs))
+    if threads > max_threads:
+        out.append(Refusal(compiled.kernel, t.name, "threads", threads, max_threads, opts))
+    return out
+
+
+def max_threads_for(registers_per_thread: int) -> int:
+    """CUDA's MAX_THREADS_PER_BLOCK for a function using ``registers_per_thread`` (64K registers per block,
+    granted per warp in units of 256).
+
+    >>> max_threads_for(64), max_threads_for(128), max_threads_for(255)
+    (1024, 512, 256)
+    """
+    per_warp = -(-registers_per_thread * 32 // REGISTER_ALLOC_UNIT) * REGISTER_ALLOC_UNIT
+    return min(MAX_THREADS_PER_BLOCK, (REGISTERS_PER_BLOCK // per_warp) * 32)
+
+
+def registers(compiled: Any) -> int | None:
+    """Registers per thread of a compiled launch, from its cubin (cuobjdump); None when unreadable."""
+    try:
+        from .lint.artifacts import parse_resource_usage
+        from .lint.tools import resource_usage
+
+        res = parse_resource_usage(resource_usage(compiled.asm["cubin"]))
+        entry = res.get(compiled.kernel) or (next(iter(res.values())) if len(res) == 1 else {})
+        return int(entry.get("REG", 0)) or None
+    except Exception:  # no cuobjdump: the thread check falls back to the 1024 limit
+        return None
+
+
+def predict(kernel: Any, args: tuple, kwargs: dict, targets: Sequence[str]) -> list[Refusal]:
+    """Compile the launch ``kernel[grid](*args, **kwargs)`` for each target (cached per specialisation) and
+    return what Triton would refuse there. A launch that does not compile is not predicted (the lint's
+    business): it is returned as no refusal."""
+    from .runtime.aot import compile_launch, parse_target
+
+    out: list[Refusal] = []
+    for name in targets:
+        compiled = compile_launch(kernel, args, kwargs, parse_target(name), target_name=name, cache=True)
+        if compiled.error is None:
+            out.extend(check_compiled(compiled, name))
+    return out
+
+
+def _multi_config_autotuner_on_stack(depth: int = 24) -> bool:
+    """Inside ``Autotuner.run`` with several configs: on a GPU the autotuner prunes a refused config itself
+    (its benchmark catches OutOfResources), so a single launch's refusal is not the verdict."""
+    f = sys._getframe(2)
+    for _ in range(depth):
+        if f is None:
+            return False
+        if f.f_code.co_name in ("run", "_bench"):
+            tuner = f.f_locals.get("self")
+            if type(tuner).__name__ == "Autotuner" and len(getattr(tuner, "configs", ()) or ()) > 1:
+                return True
+        f = f.f_back
+    return False
+
+
+def guard(kernel: Any, args: tuple, kwargs: dict) -> None:
+    """Before a CPU launch: raise :class:`LaunchRefused` when a target of :func:`current_targets` would
+    refuse it. Installed by :func:`gpuemu.runners.run_launcher` around CPU runs."""
+    targets = current_targets()
+    if not targets or _multi_config_autotuner_on_stack():
+        return
+    refusals = predict(kernel, args, kwargs, targets)
+    if refusals:
+        raise LaunchRefused(refusals, predicted=True)
+
+
+# ---------------------------------------------------------------------------------------------- on CUDA
+
+
+def is_out_of_resources(e: BaseException | None) -> bool:
+    return e is not None and type(e).__name__ == "OutOfResources" and hasattr(e, "required") and hasattr(e, "limit")
+
+
+def from_out_of_resources(e: BaseException, *, kernel: str, device: Any = None) -> LaunchRefused:
+    """The :class:`LaunchRefused` for Triton's ``OutOfResources`` raised by a real launch of ``kernel``."""
+    target = cuda_target_name(device)
+    name = str(getattr(e, "name", "resource"))
+    r = Refusal(kernel, target, name, int(getattr(e, "required", 0)), int(getattr(e, "limit", 0)))
+    return LaunchRefused([r], predicted=False, note=f"triton: {e}")
+
+
+def cuda_target_name(device: Any = None) -> str:
+    """``sm_90`` for the current (or given) CUDA device; ``cuda`` when unknown."""
+    try:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"sm_{major}{minor}"
+    except Exception:
+        return "cuda"
+
+
+__all__ = ["Refusal", "LaunchRefused", "DEFAULT_TARGETS", "predicting", "current_targets", "parse_targets",
+           "predict", "check_compiled", "guard", "from_out_of_resources", "is_out_of_resources", "max_threads_for"]

@@ -1,0 +1,143 @@
+"""Launches a GPU refuses (shared memory, threads per block) are refused on the CPU too, with the figure
+Triton's launcher checks, and a real OutOfResources on CUDA gives the same verdict word for word."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpuemu.cases import Case
+from gpuemu.errors import InvalidArgument
+from gpuemu.oracle import ERROR, PASS, Oracle
+from gpuemu.resources import (LaunchRefused, Refusal, check_compiled, max_threads_for, parse_targets,
+                              predicting)
+from gpuemu.runners import run_launcher
+from gpuemu.runtime import aot
+
+
+@triton.jit
+def _one_tile_mm(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, BK: tl.constexpr):
+    """c = a @ b for M, N <= 16 with all of K in one tile: its shared memory grows with BK."""
+    om = tl.arange(0, 16)
+    ok = tl.arange(0, BK)
+    a = tl.load(a_ptr + om[:, None] * sam + ok[None, :] * sak, mask=(om[:, None] < M) & (ok[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + ok[:, None] * sbk + om[None, :] * sbn, mask=(ok[:, None] < K) & (om[None, :] < N), other=0.0)
+    c = tl.dot(a, b, input_precision="ieee")
+    tl.store(c_ptr + om[:, None] * scm + om[None, :] * scn, c, mask=(om[:, None] < M) & (om[None, :] < N))
+
+
+def one_tile_mm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    _one_tile_mm[(1,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BK=max(16, triton.next_power_of_2(K)))
+    return c
+
+
+def _case(K: int) -> Case:
+    return Case(op="matmul", dtype="fp32", dims={"M": 16, "N": 16, "K": K}, seed=3)
+
+
+# BK=2048 fp32: a 16x2048 and a 2048x16 tile, 131,072 B each: 262,144 B > 232,448 (sm_90) and 166,912 (sm_80)
+EXPECTED = "_one_tile_mm needs 262,144 B shared memory on sm_90, limit 232,448"
+
+
+def test_refusal_message_names_the_resource_the_figure_and_the_limit():
+    r = Refusal("_attn_kernel", "sm_90", "shared memory", 294912, 232448)
+    assert r.message() == "_attn_kernel needs 294,912 B shared memory on sm_90, limit 232,448"
+    t = Refusal("k", "sm_80", "threads", 2048, 1024)
+    assert t.message() == "k needs 2,048 threads per block on sm_80, limit 1,024"
+
+
+def _compiled(shared: int, num_warps: int = 4):
+    return SimpleNamespace(kernel="k", metadata={"shared": shared, "num_warps": num_warps, "num_stages": 3}, asm={})
+
+
+def test_limits_are_the_ones_the_gpus_report():
+    # cudaDevAttrMaxSharedMemoryPerBlockOptin: H100/H200 232,448 B; A100 166,912 B
+    assert check_compiled(_compiled(232448), "sm_90") == []
+    [r] = check_compiled(_compiled(232449), "sm_90")
+    assert (r.resource, r.required, r.limit, r.options["num_stages"]) == ("shared memory", 232449, 232448, 3)
+    [r] = check_compiled(_compiled(200000), "sm_80")
+    assert r.limit == 166912 and check_compiled(_compiled(200000), "sm_90") == []
+    [r] = check_compiled(_compiled(0, num_warps=64), "sm_90")  # 2,048 threads: Triton's "threads" check
+    assert (r.resource, r.required, r.limit) == ("threads", 2048, 1024)
+    assert check_compiled(_compiled(0, num_warps=32), "sm_90") == []  # 1,024 threads: allowed (no cubin to read)
+
+
+def test_max_threads_follows_the_registers():
+    assert max_threads_for(32) == 1024
+    assert max_threads_for(64) == 1024
+    assert max_threads_for(65) == 896  # 65*32 -> 2,304 registers per warp: 28 warps in 64K
+    assert max_threads_for(255) == 256
+
+
+def test_targets_parse_like_lint_and_reject_unknown_ones():
+    assert parse_targets(None) == ("sm_80", "sm_90")
+    assert parse_targets("sm_90a,sm_90,80") == ("sm_90", "sm_80")
+    assert parse_targets("none") == () and parse_targets("") == ()
+    with pytest.raises(InvalidArgument, match="sm_99"):
+        parse_targets("sm_99")
+
+
+def test_cpu_run_refuses_before_running_and_the_verdict_names_the_figure():
+    o = Oracle.default()
+    with predicting("sm_90"):
+        ev = o.evaluate(one_tile_mm, _case(2048))
+    v = ev.verdict
+    assert (v.status, v.kind, v.message) == (ERROR, "out_of_resources", EXPECTED)
+    assert "predicted without a GPU" in v.detail and "num_warps=4, num_stages=3" in v.detail
+    with predicting("sm_80,sm_90"):
+        v2 = o.evaluate(one_tile_mm, _case(2048)).verdict
+    assert v2.message == "_one_tile_mm needs 262,144 B shared memory on sm_80, limit 166,912; " + EXPECTED
+    with predicting("none"):  # prediction off: the CPU runs it, and it is correct
+        assert o.evaluate(one_tile_mm, _case(2048)).verdict.status == PASS
+
+
+def test_a_launch_that_fits_runs_and_each_specialisation_compiles_once():
+    o = Oracle.default()
+    with predicting("sm_90"):
+        before = aot.cache_stats()
+        v = o.evaluate(one_tile_mm, _case(40)).verdict  # BK=64: 8 KB
+        mid = aot.cache_stats()
+        v2 = o.evaluate(one_tile_mm, _case(40).replace(seed=4)).verdict
+        after = aot.cache_stats()
+    assert v.status == PASS and v2.status == PASS, (v.message, v2.message)
+    assert mid["compiles"] - before["compiles"] == 1  # the determinism check's second call hit the cache
+    assert after["compiles"] == mid["compiles"] and after["hits"] > mid["hits"]
+
+
+def test_cuda_out_of_resources_gives_the_same_verdict(monkeypatch):
+    """A real launch's triton OutOfResources (stood in for here: no GPU) becomes the same ERROR verdict."""
+    from triton.runtime.errors import OutOfResources
+
+    import gpuemu.resources as resources
+    import gpuemu.runners as runners
+
+    def refused_on_gpu(a, b):
+        one_tile_mm(a[:, :16], b[:16])  # a launch is seen first, as on a GPU (the interpreter runs it here)
+        raise OutOfResources(262144, 232448, "shared memory")
+
+    monkeypatch.setattr(resources, "cuda_target_name", lambda device=None: "sm_90")
+    monkeypatch.setattr(runners, "_sync", lambda device: None)
+    case = _case(2048)
+    from gpuemu.cases import materialize
+
+    inputs, _ = materialize(case)
+    run = run_launcher(refused_on_gpu, [inputs["a"], inputs["b"]], {}, device="cuda")
+    assert isinstance(run.error, LaunchRefused) and not run.error.predicted
+    assert run.error.message == EXPECTED
+    v = Oracle.default().evaluate(refused_on_gpu, case, device="cuda", inputs=inputs).verdict
+    assert (v.status, v.kind, v.message) == (ERROR, "out_of_resources", EXPECTED)
+    assert "raised by the CUDA launch" in v.detail and "Hardware limit: 232448" in v.detail
+
+
+def test_fuzz_cli_takes_gpu_targets_and_rejects_unknown_ones(capsys):
+    from gpuemu.cli import main
+
+    rc = main(["fuzz", "tests/test_launch_resources.py:one_tile_mm", "--op", "matmul", "--target", "sm_99",
+               "--iterations", "1"])
+    assert rc == 2
+    assert "sm_99" in capsys.readouterr().err
