@@ -11,8 +11,9 @@ Triton refuses a launch before it reaches the GPU (``CompiledKernel._init_handle
   registers the function uses do not fit 64K per block.
 
 On the CPU, :func:`guard` compiles each launch for the chosen targets with the launch's own arguments and
-options (Triton's binder and ``triton.compile``, see :mod:`gpuemu.runtime.aot`, compiles cached per
-specialisation) and raises :class:`LaunchRefused` before the launch runs, with the figures Triton would
+options (Triton's binder, specialisation and cache key; see ``compile_launch(limits_only=True)`` in
+:mod:`gpuemu.runtime.aot`: as far as LLVM IR, where Triton fixes the shared memory figure, once per
+specialisation, and kept on disk beside Triton's cache) and raises :class:`LaunchRefused` before the launch runs, with the figures Triton would
 report. On CUDA, :func:`from_out_of_resources` turns the ``OutOfResources`` the real launch raised into the
 same :class:`LaunchRefused`, so both devices give the same ERROR verdict, word for word.
 
@@ -195,9 +196,16 @@ def predict(kernel: Any, args: tuple, kwargs: dict, targets: Sequence[str]) -> l
 
     out: list[Refusal] = []
     for name in targets:
-        compiled = compile_launch(kernel, args, kwargs, parse_target(name), target_name=name, cache=True)
-        if compiled.error is None:
-            out.extend(check_compiled(compiled, name))
+        target = parse_target(name)
+        compiled = compile_launch(kernel, args, kwargs, target, target_name=name, limits_only=True)
+        if compiled.error is not None:
+            continue
+        if int(compiled.metadata.get("num_warps", 4) or 4) * 32 * 255 > REGISTERS_PER_BLOCK:
+            # a block this large can run out of registers: they are in the cubin, so compile in full
+            compiled = compile_launch(kernel, args, kwargs, target, target_name=name, cache=True)
+            if compiled.error is not None:
+                continue
+        out.extend(check_compiled(compiled, name))
     return out
 
 

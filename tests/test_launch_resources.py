@@ -105,8 +105,27 @@ def test_a_launch_that_fits_runs_and_each_specialisation_compiles_once():
         v2 = o.evaluate(one_tile_mm, _case(40).replace(seed=4)).verdict
         after = aot.cache_stats()
     assert v.status == PASS and v2.status == PASS, (v.message, v2.message)
-    assert mid["compiles"] - before["compiles"] == 1  # the determinism check's second call hit the cache
-    assert after["compiles"] == mid["compiles"] and after["hits"] > mid["hits"]
+    assert mid["partial"] - before["partial"] == 1  # the determinism check's second call hit the cache
+    assert after["partial"] == mid["partial"] and after["hits"] > mid["hits"]
+
+
+def _mm_args(K: int):
+    a, b, c = torch.zeros(16, K), torch.zeros(K, 16), torch.zeros(16, 16)
+    return (a, b, c, 16, 16, K, *a.stride(), *b.stride(), *c.stride())
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_limits_only_gives_the_figure_of_a_full_compile(target):
+    """The shared memory of a compile stopped at LLVM IR is the one the full compile (and the GPU) reports;
+    a second asking reads it back from beside Triton's cache."""
+    args, kw, t = _mm_args(1000), {"BK": 1024, "num_warps": 8, "num_stages": 2}, aot.parse_target(target)
+    before = aot.cache_stats()["partial"]
+    part = aot.compile_launch(_one_tile_mm, args, kw, t, limits_only=True)
+    assert aot.cache_stats()["partial"] == before + 1  # compiled only as far as LLVM IR
+    full = aot.compile_launch(_one_tile_mm, args, kw, t)
+    assert full.error is None and part.error is None, (full.error, part.error)
+    assert part.asm == {} and part.metadata["shared"] == full.metadata["shared"] > 0
+    assert (part.metadata["num_warps"], part.metadata["num_stages"]) == (8, 2)
 
 
 def test_cuda_out_of_resources_gives_the_same_verdict(monkeypatch):

@@ -90,7 +90,7 @@ def _jit_function(kernel: Any):
 
 
 def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, target_name: str = "",
-                   ran: dict | None = None, cache: bool = False) -> CompiledLaunch:
+                   ran: dict | None = None, cache: bool = False, limits_only: bool = False) -> CompiledLaunch:
     """Bind ``args``/``kwargs`` with Triton's binder for ``gpu_target`` and compile; never raises (a failed
     compile is returned with ``error`` set: a kernel the CPU ran but the GPU compiler rejects is a finding
     for the lint).
@@ -98,6 +98,11 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
     ``cache``: reuse the compile of an earlier launch with the same kernel, specialisation (Triton's own:
     argument types, divisibility by 16, integers equal to 1), constexprs, options and target, as a GPU's
     kernel cache would; a fuzz run then compiles once per distinct specialisation, not once per case.
+
+    ``limits_only``: only the metadata a launch is checked against (shared memory, num_warps, num_stages),
+    with ``asm`` empty: read from Triton's own disk cache when that launch was compiled before, else from
+    gpuemu's figure stored beside it, else compiled only as far as LLVM IR (where Triton sets
+    ``metadata["shared"]``; PTX and cubin, about two thirds of a compile, are skipped) and stored.
     """
     import triton
     from triton.compiler import ASTSource
@@ -118,9 +123,9 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
                 if k in named and named[k] != v and not (hasattr(v, "name") and str(v) == str(named[k])):
                     raise RuntimeError(f"constexpr {k}: CPU run used {v!r}, the compile bound {named[k]!r}")
         key = None
-        if cache:
-            key = (jit.fn, repr(gpu_target), repr(sorted(signature.items())), repr(sorted(constexprs.items())),
-                   repr(sorted(attrs.items())), repr(sorted(options.__dict__.items())))
+        if cache or limits_only:
+            key = (limits_only, jit.fn, repr(gpu_target), repr(sorted(signature.items())),
+                   repr(sorted(constexprs.items())), repr(sorted(attrs.items())), repr(sorted(options.__dict__.items())))
             hit = _compiled.get(key)
             if hit is not None:
                 _stats["hits"] += 1
@@ -130,10 +135,15 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
         from .executor import _lock as launch_lock
 
         with launch_lock, _compiled_mode(jit.fn.__globals__):  # no runtime launch sees the swapped helpers
-            compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
-        meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(vars(compiled.metadata))
+            if limits_only:
+                asm, meta = {}, _limits(src, gpu_target, options.__dict__)
+            else:
+                compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
+                asm = dict(compiled.asm)
+                meta = (compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict")
+                        else dict(vars(compiled.metadata)))
         out = CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
-                             {k: _plain(v) for k, v in named.items()}, dict(compiled.asm), _plain_dict(meta))
+                             {k: _plain(v) for k, v in named.items()}, asm, _plain_dict(meta))
         if key is not None:
             _stats["compiles"] += 1
             with _cache_lock:
@@ -146,11 +156,64 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
                               error=_error_text(e))
 
 
+_LIMIT_KEYS = ("shared", "num_warps", "num_stages", "num_ctas", "tmem_size", "name")
+
+
+def _limits(src: Any, gpu_target: Any, options: dict) -> dict:
+    """The launch-check metadata of ``src`` compiled for ``gpu_target`` (see ``compile_launch(limits_only=)``).
+    Triton internals (its cache key and stage table), so any surprise falls back to a full compile."""
+    import json
+
+    import triton
+
+    try:
+        import hashlib
+
+        import triton.compiler.compiler as tc
+        from triton._C.libtriton import ir
+
+        backend = tc.make_backend(gpu_target)
+        opts = backend.parse_options(dict(options, **src.parse_options()))
+        env_vars = tc.get_cache_invalidating_env_vars()
+        hash_ = hashlib.sha256(tc.get_cache_key(src, backend, opts, env_vars=env_vars).encode("utf-8")).hexdigest()
+        manager = tc.get_cache_manager(hash_)
+        file_name = src.name[:150]
+        group = manager.get_group(f"{file_name}.json") or {}
+        if group.get(f"{file_name}.json"):  # Triton compiled it before (a GPU run, the lint, compile_for)
+            with open(group[f"{file_name}.json"]) as f:
+                return {k: v for k, v in json.load(f).items() if k in _LIMIT_KEYS}
+        ours = f"{file_name}.gpuemu-limits.json"
+        path = manager.get_file(ours)
+        if path:
+            with open(path) as f:
+                return json.load(f)
+        stages: dict = {}
+        backend.add_stages(stages, opts, src.language)
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(gpu_target, opts, backend.get_codegen_implementation(opts), backend.get_module_map(),
+                             context)
+        metadata = {"hash": hash_, "target": gpu_target, **opts.__dict__, **env_vars}
+        for ext in ("ttir", "ttgir", "llir"):
+            module = stages[ext](module, metadata)
+        if "shared" not in metadata:
+            raise LookupError("no shared memory figure after llir")
+        out = {k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}
+        manager.put(json.dumps(out), ours, binary=False)
+        _stats["partial"] += 1
+        return out
+    except Exception:  # another Triton's internals: compile in full, as a launch would
+        compiled = triton.compile(src, target=gpu_target, options=options)
+        meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(vars(compiled.metadata))
+        return {k: meta[k] for k in _LIMIT_KEYS if k in meta}
+
+
 _CACHE_SIZE = 256  # compiled launches kept (asm included: a few hundred KB each at most)
 _compiled: "collections.OrderedDict[tuple, CompiledLaunch]" = collections.OrderedDict()
 _binders: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
-_stats = {"compiles": 0, "hits": 0}
+_stats = {"compiles": 0, "hits": 0, "partial": 0}
 
 
 def cache_stats() -> dict[str, int]:
