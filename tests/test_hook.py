@@ -238,20 +238,37 @@ def test_the_allowance_is_shared_fairly_between_sources():
     s = Sampler(0.0, bud, seed=0)
     fwd, bwd, kern = Site("g fwd", "graph forward"), Site("g bwd", "graph backward"), Site("k", "triton kernel")
     assert s.decide(fwd, torch.zeros(2))[0] is True
-    bud.charge(3.0, "graph forward")  # the first forward check took three times the whole allowance
+    bud.charge(1.5, "graph forward")  # the first forward check took one and a half times the allowance
     assert s.decide(fwd, torch.zeros(9))[2] == BUDGET  # the forward source used its share and more
-    assert s.decide(bwd, torch.zeros(2))[0] is True  # a source under its share still gets its new keys
+    assert s.decide(bwd, torch.zeros(2))[0] is True  # a site's first check: under twice the allowance
     bud.charge(0.4, "graph backward")
-    assert s.decide(kern, torch.zeros(2))[0] is True  # 0 < 1 s / 3 sources
-    bud.charge(0.2, "triton kernel")
+    assert s.decide(kern, torch.zeros(2))[0] is True
+    bud.charge(0.2, "triton kernel")  # 2.1 s spent: first checks of sites no longer get extra room
+    assert s.decide(Site("k2", "triton kernel"), torch.zeros(2))[0] is True  # 0.2 s < 1 s / 3 sources
     assert s.decide(bwd, torch.zeros(9))[2] == BUDGET  # 0.4 s > 1 s / 3
     assert s.decide(kern, torch.zeros(9))[0] is True  # 0.2 s < 1 s / 3
     bud.charge(0.2, "triton kernel")
     assert s.decide(kern, torch.zeros(99))[2] == BUDGET
+    assert s.decide(Site("g2", "graph forward"), torch.zeros(2))[2] == BUDGET  # forward over its share
     forced = s.decide(kern, torch.zeros(2), force=True)  # a random sample of a seen key: the budget itself
     assert forced[0] is False and forced[2] == BUDGET
-    now[0] = 45.0  # wall time caught up: 0.1 * 45 s > 3.8 s spent
+    now[0] = 45.0  # wall time caught up: 0.1 * 45 s > 2.3 s spent
     assert s.decide(fwd, torch.zeros(9))[0] is True
+
+
+def test_a_large_output_is_judged_on_its_device_by_its_worst_elements():
+    from gpuemu.hook.judge import SKETCH_K, SKETCH_MIN, judge_pair, rms_scale
+
+    tols = resolve_settings(mode="shadow").tolerances
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(3, SKETCH_MIN, generator=g)
+    ok = judge_pair(ref.clone(), ref, tolerances=tols, what="t", scale=rms_scale)
+    assert ok.status == "pass" and ok.numel == ref.numel() and f"the {SKETCH_K} of" in ok.detail
+    bad = ref.clone()
+    bad[2, -3:] += 0.5  # a tail: three elements of 196,608
+    v = judge_pair(bad, ref, tolerances=tols, what="t", scale=rms_scale)
+    assert v.status == "fail" and v.index[0] == 2 and v.index[1] >= SKETCH_MIN - 3
+    assert v.mismatched == 3 and "3 of 196608 are over it" in v.detail
 
 
 # ------------------------------------------------------------------------------------------ Triton launches

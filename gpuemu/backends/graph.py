@@ -22,8 +22,8 @@ graph already holds autocast's casts) on the call's own inputs — for a backwar
 tensors and the incoming gradients. With any other inner backend, Dynamo's graph is
 (:class:`ShadowedGraph`, forward only). Large outputs are judged on their device: every element's
 error against its bound is computed there, and the ``SKETCH_K`` elements nearest to or over their bound
-go through the Oracle (the count over the bound is of all elements), so a check moves kilobytes, not
-the activations, to the CPU.
+go through the Oracle (the count over the bound is of all elements; :func:`gpuemu.hook.judge.judge_against`),
+so a check moves kilobytes, not the activations, to the CPU.
 
 Between samples a graph runs no gpuemu code: an Inductor graph's ``current_callable`` is Inductor's own
 while the hook is disarmed and the shadow's only while armed (:func:`arm_all` / :func:`disarm_all`).
@@ -37,8 +37,6 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-SKETCH_MIN = 1 << 16  # outputs with more elements are pre-selected on their device
-SKETCH_K = 4096
 CUDAGRAPH_NOTE = "inductor kernels replayed by a CUDA graph: checked as part of their graph, not one by one"
 
 MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
@@ -142,14 +140,12 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
     for _, i, c, ref64, scale, tol, label in chosen:
         doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
                "eager's own error against fp64")
-        if c.numel() > SKETCH_MIN:
-            v = _judge_sketch(c, ref64, scale, tol, label, tolerances, doc)
-            notes["sketched"].append(i)
-        else:
-            from ..hook.judge import judge_against
+        from ..hook.judge import SKETCH_MIN, judge_against
 
-            v = judge_against(c, ref64.cpu(), dtype=label, tolerances=tolerances, what="graph",
-                              scale64=scale.cpu(), tol=tol, scale_doc=doc)
+        if c.numel() > SKETCH_MIN:
+            notes["sketched"].append(i)
+        v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,
+                          scale_doc=doc)
         better = worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))) \
             or (v.status == PASS and worst.status == PASS and (v.worst_ratio or 0) > (worst.worst_ratio or 0))
         if better:
@@ -162,55 +158,11 @@ PREFILTER = 0.25  # outputs whose device-side error / bound stays below this pas
 
 def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float:
     """max |out - ref| / bound over the output, on its device (inf where finiteness differs)."""
-    import torch
-
-    from ..tolerance import bounds
+    from ..hook.judge import device_ratio
 
     if c.numel() == 0:
         return 0.0
-    out64 = c.detach().to(torch.float64)
-    err = (out64 - ref64).abs()
-    nf = out64.isfinite() != ref64.isfinite()
-    err = torch.where(nf, torch.full_like(err, float("inf")), err.nan_to_num(nan=0.0))
-    try:
-        b = bounds(scale, ref64, tol, label)
-    except Exception:
-        b = tol.atol + tol.rtol * torch.maximum(scale, ref64.abs())
-    return float((err / b.clamp_min(1e-300)).max())
-
-
-def _judge_sketch(c: Any, ref64: Any, scale: Any, tol: Any, label: str, tolerances: Any, doc: str) -> Any:
-    """Judge a large output: rank every element by error / bound on its device, judge the worst SKETCH_K."""
-    import dataclasses
-
-    import torch
-
-    from ..oracle import _unravel
-    from ..tolerance import bounds
-
-    out64 = c.detach().to(torch.float64).reshape(-1)
-    r = ref64.reshape(-1)
-    sc = scale.reshape(-1)
-    err = (out64 - r).abs()
-    mismatch_nf = out64.isfinite() != r.isfinite()
-    err = torch.where(mismatch_nf, torch.full_like(err, float("inf")), err.nan_to_num(nan=0.0))
-    try:
-        b = bounds(sc, r, tol, label)
-    except Exception:  # a bound the sketch cannot form: rank by relative error instead
-        b = tol.atol + tol.rtol * torch.maximum(sc, r.abs())
-    ratio = err / b.clamp_min(1e-300)
-    over = int((ratio > 1).sum())
-    k = min(SKETCH_K, ratio.numel())
-    idx = torch.topk(ratio, k).indices
-    from ..hook.judge import judge_against
-
-    v = judge_against(c.reshape(-1)[idx], r[idx].cpu(), dtype=label, tolerances=tolerances, what="graph",
-                      scale64=sc[idx].cpu(), tol=tol, scale_doc=doc)
-    full = tuple(int(x) for x in _unravel(int(idx[v.index[0]]), tuple(c.shape))) if v.index else None
-    note = (f"judged on {c.device}: the {k} of {c.numel()} elements nearest to their bound went through the "
-            f"Oracle; {over} of {c.numel()} are over it")
-    return dataclasses.replace(v, index=full, numel=c.numel(), mismatched=max(v.mismatched, over),
-                               detail=(v.detail + "\n" if v.detail else "") + note)
+    return float(device_ratio(c, ref64, scale, tol, label).max())
 
 
 # ---------------------------------------------------------------------------------------------- arming

@@ -15,13 +15,15 @@ Budget: shadow work may use at most ``budget`` of the wall time since install, w
 of ``budget * WINDOW_S`` seconds (3 s at the default 5%): novelty comes in a burst at start-up, when the
 first graphs and kernels run, and the first check of a graph costs far more than later ones.
 
-The allowance is shared fairly between sources (graph forward, graph backward, inductor kernel, triton
-kernel, @shadow): a *new* key of a source that has spent less than its share (the allowance over the
-number of sources seen so far) is checked even when the others used the whole allowance. Without this
-the first forward-graph check of a training job (seconds, on a GPU) left nothing for the backward graph
-and the backward kernels, which start a few milliseconds later. Shadow time may so reach up to twice the
-allowance during the start-up burst; later checks then wait until wall time has caught up, so the
-long-run share stays ``budget``. Random samples never use a share: they need the budget itself.
+Novelty is served first, then shared fairly. A site's *first* check (a graph, kernel or launcher never
+checked yet) is made while shadow time stays under twice the allowance; a new key of a site already
+checked is made while its source (graph forward, graph backward, inductor kernel, triton kernel, @shadow)
+has spent less than its fair share — the allowance over the number of sources seen so far. Without this,
+on the H200, the first forward-graph and kernel checks of a training job (about a second each) used the
+whole allowance, and the backward graph and the backward kernels, which start milliseconds later, were
+never checked. Shadow time may so reach twice the allowance during the start-up burst; every later check
+then waits until wall time has caught up, so the long-run share stays ``budget``. Random samples never
+use these rules: they need the budget itself.
 """
 
 from __future__ import annotations
@@ -73,10 +75,11 @@ class Budget:
     def allows(self) -> bool:
         return self.spent < self.allowance()
 
-    def allows_new(self, source: str) -> bool:
-        """For a new key of ``source``: the budget allows it, or ``source`` is under its fair share."""
+    def allows_new(self, source: str, *, first_of_site: bool = False) -> bool:
+        """For a new key of ``source``: the budget allows it, or it is a site's first check and shadow time
+        is under twice the allowance, or ``source`` is under its fair share (module docstring)."""
         allowance = self.allowance()
-        if self.spent < allowance:
+        if self.spent < allowance or (first_of_site and self.spent < 2 * allowance):
             return True
         if not source:
             return False
@@ -156,7 +159,8 @@ class Sampler:
             site.countdown = self.gap()
         if not (new or due or force):
             return False, key, None
-        if not (self.budget.allows_new(site.source) if new else self.budget.allows()):
+        ok = self.budget.allows_new(site.source, first_of_site=not site.seen) if new else self.budget.allows()
+        if not ok:
             return False, key, (BUDGET if new or force else None)
         site.seen.add(key)
         return True, key, None
