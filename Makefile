@@ -92,4 +92,4 @@ check-corpus: $(STAMP)
 # import gpuemu.hook on GPT-2 and a Llama-style model vs backend="inductor", planted bugs, launch micro (bench/hook_real_model.md)
 .PHONY: bench-hook-real
 bench-hook-real: $(STAMP)
-	$(PY) bench/hook_real_model.py --deterministic --cudagraphs --out bench/hook_real_model.md --json bench/hook_real_model.json
+	$(PY) bench/hook_real_model.py --steps 100 --evals 100 --deterministic --cudagraphs --noise-floor --out bench/hook_real_model.md --json bench/hook_real_model.json

@@ -253,20 +253,24 @@ def run_pair(cfg: RunConfig) -> dict:
 
         torch.use_deterministic_algorithms(True, warn_only=True)
         attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
-    import gpuemu.hook as hook
+    hook = rt = None
+    if cfg.backend == "gpuemu":
+        import gpuemu.hook as hook
 
-    rt = hook.install(store=cfg.store, **cfg.hook_settings)
+        rt = hook.install(store=cfg.store, **cfg.hook_settings)
+        if cfg.model.startswith("llama"):
+            hook.bind("_rmsnorm_fwd", "rmsnorm")
+            hook.bind("_rope_fwd", "rope")
     if cfg.model.startswith("llama"):
         from examples import llama_tiny as L
 
-        hook.bind("_rmsnorm_fwd", "rmsnorm")
-        hook.bind("_rope_fwd", "rope")
         L.set_bug(cfg.bug)
     torch._dynamo.reset()
     models, fns, train, evals = _build(cfg, copies=2)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
-    backends = (cfg.inner, "gpuemu")
-    options = (None, {"backend": cfg.inner} if cfg.inner != "inductor" else None)
+    # backend="inductor": the noise floor of this method, A and B both inductor in a process without gpuemu
+    backends = (cfg.inner, "gpuemu" if rt is not None else cfg.inner)
+    options = (None, {"backend": cfg.inner} if rt is not None and cfg.inner != "inductor" else None)
     steps = [torch.compile(_step_fn(fns[i][0], opts[i], i), backend=backends[i], options=options[i]) for i in (0, 1)]
     cuda = cfg.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -274,14 +278,17 @@ def run_pair(cfg: RunConfig) -> dict:
     for k in ("losses", "step_s", "armed_step", "eval_fp", "eval_s", "armed_eval"):
         out[k] = ([], [])
 
+    def armed_now() -> bool:
+        return rt is not None and rt.arming.armed
+
     def timed(i: int, fn: Any, ids: Any, ctx: Any) -> tuple[Any, float, bool]:
         sync()
-        armed = rt.arming.armed
+        armed = armed_now()
         t = time.perf_counter()
         with ctx():
             r = fn(ids)
         sync()
-        return r, time.perf_counter() - t, armed or rt.arming.armed
+        return r, time.perf_counter() - t, armed or armed_now()
 
     t0 = time.perf_counter()
     for m in models:
@@ -311,13 +318,27 @@ def run_pair(cfg: RunConfig) -> dict:
             out["armed_eval"][i].append(armed)
             out["eval_fp"][i].append(_fingerprint(logits))
     out["wall_s"] = time.perf_counter() - t0
-    out["stats"] = rt.stats.to_dict()
-    out["divergences"] = [d.to_dict() for d in rt.divergences]
-    out["history"] = list(rt.history)
-    out["errors"] = list(rt.errors)
-    out["settings"] = rt.settings.describe()
-    hook.uninstall()
+    if rt is not None:
+        out["stats"] = rt.stats.to_dict()
+        out["divergences"] = [d.to_dict() for d in rt.divergences]
+        out["history"] = list(rt.history)
+        out["errors"] = list(rt.errors)
+        out["settings"] = rt.settings.describe()
+        hook.uninstall()
     return out
+
+
+def noise_floor(pair: dict) -> dict:
+    """B/A of a pair process where both are inductor and gpuemu is never imported: the method's own noise."""
+    w = pair["config"]["warmup"]
+    res = {"model": pair["config"]["model"]}
+    for key, name in (("step_s", "step"), ("eval_s", "eval")):
+        a, b = pair[key][0][w:], pair[key][1][w:]
+        res[f"{name}_ratio"] = statistics.median(b) / statistics.median(a)
+        res[f"{name}_paired_ratio"] = statistics.median(y / x for x, y in zip(a, b))
+    res["losses_equal"] = sum(x == y for x, y in zip(*pair["losses"]))
+    res["evals_equal"] = sum(x == y for x, y in zip(*pair["eval_fp"]))
+    return res
 
 
 def compare_pair(pair: dict, alone: dict | None) -> dict:
@@ -425,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10, help="calls left out of the timing medians")
     ap.add_argument("--rounds", type=int, default=1, help="pair processes per model (each: inductor and gpuemu "
                     "side by side); one more process per model runs inductor alone, without gpuemu (the control)")
+    ap.add_argument("--noise-floor", action="store_true", help="also a pair process with inductor on both sides "
+                    "(gpuemu never imported): the side-by-side method's own noise")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--skip-bugs", action="store_true")
     ap.add_argument("--deterministic", action="store_true", help="model runs as the bit-for-bit control (math SDPA, "
@@ -470,6 +493,11 @@ def main(argv: list[str] | None = None) -> int:
             base = RunConfig(model=m, backend="gpuemu", inner=inner, steps=steps, evals=evals, warmup=warmup,
                              device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True)
             alone = _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
+            if args.noise_floor:
+                nf = noise_floor(_spawn(dataclasses.replace(base, backend="inductor"), tmp))
+                result.setdefault("noise_floor", []).append(nf)
+                print(f"{m} noise floor (inductor vs inductor, no gpuemu): step x{nf['step_ratio']:.4f}, "
+                      f"eval x{nf['eval_ratio']:.4f}", file=sys.stderr, flush=True)
             for r in range(args.rounds):
                 pair = _spawn(base, tmp)
                 c = compare_pair(pair, alone)
@@ -540,6 +568,11 @@ def render(res: dict) -> str:
                          f"{c.get('eval_ms_alone', 0):.3f} | {bfb} | {src} | {c['divergences']} | "
                          f"steps {c['step_armed_calls']}, evals {c['eval_armed_calls']} | {skips} |")
         lines.append("")
+        for nf in res.get("noise_floor", []):
+            lines += [f"Noise floor of this method ({nf['model']}: both sides inductor, gpuemu never imported): step "
+                      f"ratio {nf['step_ratio']:.4f} (paired {nf['step_paired_ratio']:.4f}), eval ratio "
+                      f"{nf['eval_ratio']:.4f} (paired {nf['eval_paired_ratio']:.4f}); B = A on {nf['losses_equal']} "
+                      f"losses and {nf['evals_equal']} evals.", ""]
         slow = [(c["model"], h) for c in res["models"] for h in c.get("slowest_checks", [])[:3]]
         if slow:
             lines += ["Costliest checks (shadow seconds): " + "; ".join(f"{m} {h[0]} `{h[1]}` {h[3]:.3f} s ({h[2]})"
