@@ -31,7 +31,14 @@ BOUNDARY_VALUES = ("zeros", "ties", "tiny", "near_max")
 ADVERSARIAL_VALUES = ("large_spread", "cancellation", "spike")
 DISTRIBUTIONS = REGULAR_VALUES + BOUNDARY_VALUES + ADVERSARIAL_VALUES
 LAYOUTS = ("contiguous", "transposed", "strided", "offset", "none")
-SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial")
+# views that real callers hand a kernel (parametrised, see parse_layout):
+#   "padded:DIM+E" / "padded:DIM+E@S": a slice [S, S + size) along DIM of a buffer E elements longer there.
+#     DIM the last dim: a row-padded tensor (big[:, :N], a vocab-padded logits buffer, qkv[..., :D]);
+#     an outer dim: a KV-cache slice (cache[:, :n]) or a head slice of a fused projection (qkv split/chunk).
+#     The stride of the dim just outside DIM then differs from the product of the inner extents.
+#   "perm:0213": storage in another dim order, viewed back (head-major [B,H,N,D] storage seen as [B,N,H,D]).
+VIEW_LAYOUTS = ("padded", "perm")
+SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial", "long_row")
 
 GUARD = 16  # poison elements after every input's view: small overruns read NaN, not neighbours
 OFFSET = 3  # elements before the view in the "offset" layout
@@ -209,12 +216,125 @@ def _float_values(dist: str, params: Mapping[str, float], shape: tuple[int, ...]
     return v.reshape(shape)
 
 
-def _place(values, layout: str, poison):
-    """Put logical ``values`` (a torch tensor) into storage of the given layout, poisoning the gaps."""
+def parse_layout(layout: str) -> tuple[str, dict[str, Any]]:
+    """``"padded:N+13@5"`` -> ``("padded", {"dim": "N", "extra": 13, "start": 5})``; ``"perm:0213"`` ->
+    ``("perm", {"order": (0, 2, 1, 3)})``; a plain layout name -> ``(name, {})``. InvalidArgument otherwise."""
+    kind, sep, rest = layout.partition(":")
+    if not sep:
+        if kind not in LAYOUTS:
+            raise InvalidArgument(f"layout {layout!r} is not known; use one of {', '.join(LAYOUTS)}, "
+                                  "padded:DIM+EXTRA[@START] or perm:ORDER")
+        return kind, {}
+    try:
+        if kind == "padded":
+            dim, _, amount = rest.rpartition("+")
+            extra, _, start = amount.partition("@")
+            p = {"dim": dim, "extra": int(extra), "start": int(start or 0)}
+            if dim and 0 <= p["start"] <= p["extra"] and p["extra"] >= 1:
+                return kind, p
+        elif kind == "perm" and rest.isdigit() and sorted(rest) == [str(i) for i in range(len(rest))]:
+            return kind, {"order": tuple(int(c) for c in rest)}
+    except ValueError:
+        pass
+    raise InvalidArgument(f"layout {layout!r} is malformed; write padded:DIM+EXTRA[@START] (0 <= START <= EXTRA, "
+                          "EXTRA >= 1) or perm:ORDER (a permutation of 0..ndim-1 as digits)")
+
+
+def dim_names(arg: ops.ArgSpec, batch: tuple[int, ...]) -> tuple[str, ...]:
+    """A name per position of ``arg``'s resolved shape: the spec's dim names, ``...0``, ``...1`` for batch dims."""
+    out: list[str] = []
+    for d in arg.shape:
+        out.extend(f"...{i}" for i in range(len(batch))) if d == "..." else out.append(d)
+    return tuple(out)
+
+
+def view_geometry(shape: tuple[int, ...], names: tuple[str, ...], layout: str) -> tuple[tuple[int, ...], int]:
+    """(strides, storage offset) of an argument of ``shape`` placed in ``layout``, without building it."""
+    kind, p = parse_layout(layout)
+    nd = len(shape)
+
+    def dense(sh):
+        st, acc = [0] * len(sh), 1
+        for i in range(len(sh) - 1, -1, -1):
+            st[i] = acc
+            acc *= sh[i]
+        return st
+
+    if kind == "transposed" and nd >= 2:
+        st = dense(shape[:-2] + (shape[-1], shape[-2]))
+        return tuple(st[:-2] + [st[-1], st[-2]]), 0
+    if kind == "strided" and nd >= 1:
+        st = dense(shape[:-1] + (2 * shape[-1],))
+        return tuple(st[:-1] + [2]), 0
+    if kind == "padded" and p["dim"] in names:
+        i = names.index(p["dim"])
+        big = list(shape)
+        big[i] += p["extra"]
+        st = dense(big)
+        return tuple(st), p["start"] * st[i]
+    if kind == "perm" and len(p["order"]) == nd:
+        st = dense(tuple(shape[o] for o in p["order"]))
+        out = [0] * nd
+        for j, o in enumerate(p["order"]):
+            out[o] = st[j]
+        return tuple(out), 0
+    return tuple(dense(shape)), OFFSET if kind == "offset" else 0
+
+
+def stride_breaks(shape: tuple[int, ...], names: tuple[str, ...], layout: str) -> list[str]:
+    """Where a view's strides break what a kernel deriving them from the sizes would assume: for each dim whose
+    stride is not (next dim's size) x (next dim's stride), e.g. ``stride(B) = 2560, not N*stride(N) = 2048``;
+    an inner stride other than 1 too. The dim named is the one whose stride a kernel must not assume."""
+    strides, _ = view_geometry(shape, names, layout)
+    names = tuple(f"dim {n[3:]}" if n.startswith("...") else n for n in names)
+    out = []
+    for k in range(len(shape) - 1):
+        if shape[k] > 1 and strides[k] != shape[k + 1] * strides[k + 1]:
+            out.append(f"stride({names[k]}) = {strides[k]}, not {names[k + 1]}*stride({names[k + 1]}) = "
+                       f"{shape[k + 1] * strides[k + 1]}")
+    if shape and shape[-1] > 1 and strides[-1] != 1:
+        out.append(f"stride({names[-1]}) = {strides[-1]}, not 1")
+    return out
+
+
+def layout_note(case: "Case", name: str) -> str:
+    """``x padded:N+13`` plus, for the views, the strides that break a from-the-sizes assumption:
+    ``x padded:N+13 (x[B,N,H,D]: stride(B) = 2560, not N*stride(N) = 2048)``."""
+    layout = case.layouts.get(name, "contiguous")
+    arg = next((a for a in case.spec.args if a.name == name), None)
+    if arg is None or parse_layout(layout)[0] not in VIEW_LAYOUTS:
+        return f"{name} {layout}"
+    breaks = stride_breaks(arg.resolve(case.dims, case.batch), dim_names(arg, case.batch), layout)
+    dims = ",".join(d if not d.startswith("...") else "..." for d in dim_names(arg, case.batch))
+    return f"{name} {layout}" + (f" ({name}[{dims}]: {'; '.join(breaks)})" if breaks else "")
+
+
+def _place(values, layout: str, poison, names: tuple[str, ...] = ()):
+    """Put logical ``values`` (a torch tensor) into storage of the given layout, poisoning the gaps.
+    ``names`` (one per dim, :func:`dim_names`) resolves the dim a ``padded:DIM+E`` layout pads."""
     import torch
 
     shape = tuple(values.shape)
     n = values.numel()
+    kind, p = parse_layout(layout)
+    if kind == "padded" and p["dim"] in names:
+        i = names.index(p["dim"])
+        big_shape = list(shape)
+        big_shape[i] += p["extra"]
+        m = math.prod(big_shape)
+        flat = torch.full((m + GUARD,), poison, dtype=values.dtype)
+        index = [slice(None)] * len(shape)
+        index[i] = slice(p["start"], p["start"] + shape[i])
+        view = flat[:m].view(big_shape)[tuple(index)]
+        view.copy_(values)
+        return view
+    if kind == "perm" and len(p["order"]) == len(shape):
+        order = p["order"]
+        flat = torch.full((n + GUARD,), poison, dtype=values.dtype)
+        inverse = [order.index(k) for k in range(len(shape))]
+        view = flat[:n].view(tuple(shape[o] for o in order)).permute(*inverse)
+        view.copy_(values)
+        return view
     if layout == "transposed" and values.dim() >= 2:
         t_shape = shape[:-2] + (shape[-1], shape[-2])
         flat = torch.full((n + GUARD,), poison, dtype=values.dtype)
@@ -256,7 +376,7 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
             hi = case.dims[arg.index_of]
             raw = raw_u64(rng.next_u64(), math.prod(shape)) >> np.uint64(32)
             vals = torch.from_numpy(((raw * np.uint64(hi)) >> np.uint64(32)).astype(np.int64)).reshape(shape)
-            t = _place(vals, layout, 0)
+            t = _place(vals, layout, 0, dim_names(arg, case.batch))
         else:
             if arg.values == "unit":
                 dist, params = "uniform", {"low": -1.0, "high": 1.0}
@@ -267,7 +387,7 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
                 params = case.value_params or value_params(dist, spec, case.dtype, case.dims)
             v64 = torch.from_numpy(_float_values(dist, params, shape, rng))
             vals = v64.to(torch.float32).to(dt)  # the documented rounding path: f64 -> f32 -> dtype
-            t = _place(vals, layout, float("nan"))
+            t = _place(vals, layout, float("nan"), dim_names(arg, case.batch))
         out[arg.name] = to_device(t, device)
     return out, call_kwargs(case)
 
@@ -444,6 +564,17 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
             options = ["strided", "offset"] + (["transposed"] if nd >= 2 else [])
             layouts[a.name] = rng.choice(options)
 
+    # the draws below come from their own streams, so adding them left every earlier draw of a seed as it was
+    if strategy in ("default", "strided") and shape_kind != "fixed":
+        _draw_views(Rng(derive_seed(seed, 2)), spec, dims, batch, layouts, often=strategy == "strided")
+    long_rng = Rng(derive_seed(seed, 3))
+    long_row = strategy == "default" and shape_kind != "fixed" and long_rng.below(_LONG_ROW_ONE_IN) == 0
+    if long_row:
+        drawn = _long_row_dims(long_rng, spec, dims, batch, kwargs)
+        if drawn is not None:
+            dims, batch = drawn
+            shape_kind = "long_row"
+
     if strategy in ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided"):
         values = "normal"
     elif strategy == "boundary_values":
@@ -452,9 +583,104 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
         values = rng.choice(ADVERSARIAL_VALUES)
     else:
         values = rng.weighted(_VALUE_WEIGHTS)
+    if shape_kind == "long_row" and long_rng.below(2) == 0:
+        values = "large_spread"  # logits past exp's (88) and exp2's (128) overflow: a max-free path shows
     return Case(op=op, dtype=dtype, dims=dims, seed=seed, batch=batch, layouts=layouts, values=values,
                 value_params=value_params(values, spec, dtype, dims), kwargs=kwargs, strategy=strategy,
                 shape_kind=shape_kind)
+
+
+# ------------------------------------------------------------------------------------ views and long rows
+
+_VIEW_ONE_IN, _VIEW_TENTHS = 10, 3  # default strategy: a view layout in 3 of 10 cases
+_VIEW_WEIGHTS = {"row": 3, "outer": 2, "perm": 1}
+
+
+def _view_kinds(arg: ops.ArgSpec, dims: Mapping[str, int], batch: tuple[int, ...]) -> list[tuple[str, str]]:
+    """The views a caller makes of ``arg``: (kind, dim) for row padding of the last dim, a slice along an outer
+    named dim (KV cache, a head slice of a fused projection), a head-major <-> token-major permutation."""
+    names = dim_names(arg, batch)
+    if len(names) < 2:
+        return []
+    out = []
+    if not names[-1].startswith("..."):
+        out.append(("row", names[-1]))
+    out += [("outer", d) for d in names[1:-1] if not d.startswith("...")]
+    if "..." not in arg.shape and len(names) in (3, 4):
+        out.append(("perm", "0213" if len(names) == 4 else "102"))
+    return out
+
+
+def _view_layout(rng: Rng, kind: str, dim: str, size: int) -> str:
+    if kind == "perm":
+        return f"perm:{dim}"
+    # how real buffers are larger: one fused neighbour or two (qkv), rounded up to 64 (vocab), a few spare
+    extra = rng.choice([size, 2 * size, (-size) % 64 or 64, 1, 7])
+    start = size * rng.below(extra // size + 1) if extra % size == 0 else 0  # which chunk of the split
+    return f"padded:{dim}+{extra}" + (f"@{start}" if start else "")
+
+
+def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
+                layouts: dict[str, str], *, often: bool) -> None:
+    """Replace some arguments' layouts by views that real callers make (see LAYOUTS' comment), in place."""
+    if not often and rng.below(_VIEW_ONE_IN) >= _VIEW_TENTHS:
+        return
+    cands = [(a, k) for a in spec.args if layouts[a.name] != "none" and (k := _view_kinds(a, dims, batch))]
+    if not cands:
+        return
+    chosen = [c for c in cands if rng.below(2) == 1] or [rng.choice(cands)]
+    for arg, kinds in chosen:
+        by_kind: dict[str, list[str]] = {}
+        for kind, dim in kinds:
+            by_kind.setdefault(kind, []).append(dim)
+        kind = rng.weighted({k: w for k, w in _VIEW_WEIGHTS.items() if k in by_kind})
+        dim = rng.choice(by_kind[kind])
+        size = 0 if kind == "perm" else arg.resolve(dims, batch)[dim_names(arg, batch).index(dim)]
+        layouts[arg.name] = _view_layout(rng, kind, dim, max(size, 1))
+
+
+def simpler_views(case: Case, name: str) -> list[str]:
+    """Simpler layouts for argument ``name`` that keep it a view, for shrinking: a permutation becomes a slice
+    padding one dim by one element (one broken stride, the one a hint can name), a larger slice pads by one."""
+    layout = case.layouts.get(name, "contiguous")
+    kind, p = parse_layout(layout)
+    arg = next(a for a in case.spec.args if a.name == name)
+    if kind == "perm":
+        return [f"padded:{d}+1" for k, d in _view_kinds(arg, case.dims, case.batch) if k != "perm"]
+    if kind == "padded" and (p["extra"] > 1 or p["start"]):
+        return [f"padded:{p['dim']}+1"]
+    return []
+
+
+_LONG_ROW_ONE_IN = 20  # default strategy: one case in this many has a row of several blocks
+_LONG_ROW_MAX = 16384  # reduced and contracted dims of those cases (OpSpec.long_rows raises it per dim)
+
+
+def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
+                   kwargs: Mapping[str, Any]) -> tuple[dict[str, int], tuple[int, ...]] | None:
+    """A row far past any kernel's largest block (up to 16k, 64k where the op says so) in one or two rows,
+    the other dims small, so the interpreter's cost stays bounded. None for ops without a reduced dim."""
+    long = spec.dims_of_role("reduced", "contracted")
+    if not long:
+        return None
+    dim = rng.choice(long)
+    lo = 2 * dim_limits(spec, dim)[1] + 1
+    hi = max(spec.long_rows.get(dim, _LONG_ROW_MAX), lo)
+    new = dict(dims)
+    new[dim] = _random_size(rng, lo, hi)
+    for d, role in spec.dims.items():
+        if d == dim:
+            continue
+        dlo, dhi = dim_limits(spec, d)
+        if role == "batch":
+            new[d] = rng.between(dlo, min(dhi, 2))
+        elif role in ("tiled", "head", "reduced", "contracted"):
+            new[d] = min(new[d], max(dlo, min(dhi, 16)))
+    if spec.name == "rope" and new["D"] % 2:
+        new["D"] += 1
+    if spec.check_dims(new, kwargs) is not None:
+        return None
+    return new, ((rng.between(1, 2),) if batch else ())
 
 
 def with_dims(case: Case, dims: Mapping[str, int] | None = None, batch: tuple[int, ...] | None = None) -> Case:

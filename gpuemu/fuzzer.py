@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from . import __version__, ops
-from .cases import Blocks, Case, canonical_dtype, dim_limits, generate, materialize, with_dims
+from .cases import (Blocks, Case, canonical_dtype, dim_limits, generate, layout_note, materialize, simpler_views,
+                    with_dims)
 from .errors import InvalidArgument, StoreError
 from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
@@ -321,6 +322,18 @@ def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: i
         ev = try_case(flat)
         if ev:
             best, best_ev = flat, ev
+        for name in _strided_args(best):  # only the layouts the failure needs stay
+            if len(_strided_args(best)) > 1:
+                ev = try_case(_contiguous_twin(best, [name]))
+                if ev:
+                    best, best_ev = _contiguous_twin(best, [name]), ev
+        for name in _strided_args(best):  # a view stays a view, but the simplest one: one broken stride
+            for layout in simpler_views(best, name):
+                cand = best.replace(layouts=dict(best.layouts, **{name: layout}))
+                ev = try_case(cand)
+                if ev:
+                    best, best_ev = cand, ev
+                    break
     if best.values != "normal":
         calm = with_dims(best.replace(values="normal"))
         ev = try_case(calm)
@@ -371,7 +384,7 @@ def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Laun
     if not case.is_contiguous():
         flat = _contiguous_twin(case)
         if passes(flat):
-            odd = ", ".join(f"{k} {v}" for k, v in case.layouts.items() if v not in ("contiguous", "none"))
+            odd = ", ".join(layout_note(case, k) for k in _strided_args(case))
             hints.append(f"stride bug suspected: fails only for non-contiguous inputs ({odd})")
     if case.values != "normal":
         calm = with_dims(case.replace(values="normal"))
@@ -688,7 +701,7 @@ def _layout_precondition(run: _Runner, case: Case, verdict: Verdict, *, attribut
     if attribute and len(strided) > 1:
         alone = [n for n in strided if run(_contiguous_twin(case, [n])).verdict.status == PASS]
         names = alone or strided
-    layouts = ", ".join(f"{n} {case.layouts[n]}" for n in names)
+    layouts = ", ".join(layout_note(case, n) for n in names)
     subject = " and ".join(names)
     return dataclasses.replace(
         verdict, status=PRECONDITION,
@@ -720,7 +733,7 @@ def _shrink_and_explain_inner(run: _Runner, case: Case, ev: Evaluation, verdict:
     final = final_ev.verdict
     if verdict.status == PRECONDITION:
         final = _layout_precondition(run, small, final, attribute=True) or verdict
-        odd = ", ".join(f"{k} {v}" for k, v in small.layouts.items() if v not in ("contiguous", "none"))
+        odd = ", ".join(layout_note(small, k) for k in _strided_args(small))
         hint = f"stride bug suspected: fails only for non-contiguous inputs ({odd})"
     else:
         hint = diagnose(run, small, final, final_ev.launches)

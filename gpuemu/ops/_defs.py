@@ -231,7 +231,7 @@ def _mp_softmax(row):
 _add(OpSpec(
     name="softmax", signature="f(x)", meaning="softmax over last dim", args=_X, dims={"N": "reduced"},
     has_batch=True, reference=lambda x: torch.softmax(x, -1), error_scale=_softmax_scale,
-    scale_doc="ref * (1 + |x| + |max x|)", mp_element=_scan_mp(_mp_softmax),
+    scale_doc="ref * (1 + |x| + |max x|)", mp_element=_scan_mp(_mp_softmax), long_rows={"N": 65536},
 ))
 
 
@@ -248,7 +248,7 @@ _add(OpSpec(
     name="log_softmax", signature="f(x)", meaning="log-softmax over last dim", args=_X, dims={"N": "reduced"},
     has_batch=True, reference=lambda x: torch.log_softmax(x, -1),
     error_scale=lambda i, k, r: 1 + i["x"].abs() + _lse_terms(i["x"]),
-    scale_doc="1 + |x| + max|x|", mp_element=_scan_mp(_mp_log_softmax),
+    scale_doc="1 + |x| + max|x|", mp_element=_scan_mp(_mp_log_softmax), long_rows={"N": 65536},
 ))
 _add(OpSpec(
     name="logsumexp", signature="f(x) -> x.shape[:-1]", meaning="log(sum(exp(x))) over last dim", args=_X,
@@ -463,7 +463,7 @@ _add(OpSpec(
     args=(A("logits", ("N", "C")), A("target", ("N",), kind="index", index_of="C")),
     dims={"N": "batch", "C": "reduced"}, reference=_xent_ref, error_scale=_xent_scale,
     scale_doc="1 + max|logits| + |logits[target]|", mp_element=_mp_xent,
-    dim_limits={"N": (1, 16), "C": (1, 1100)},
+    dim_limits={"N": (1, 16), "C": (1, 1100)}, long_rows={"C": 65536},
 ))
 
 

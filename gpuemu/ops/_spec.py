@@ -54,6 +54,8 @@ class OpSpec:
     ``wider_output``: a float output more precise than the input dtype is accepted (an fp32 loss for fp16
     logits, fp32 statistics) and judged in its own dtype; a less precise one is a failure.
     ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
+    ``long_rows`` raises, per reduced dim, the size of the few cases with rows of several blocks (default 16384;
+    class counts of a vocabulary reach 64k).
     """
 
     name: str
@@ -77,6 +79,7 @@ class OpSpec:
     eager: Callable[..., Any] | None = None
     eager_doc: str = ""
     wider_output: bool = False
+    long_rows: Mapping[str, int] = field(default_factory=dict)  # dim -> size cap of the few long-row cases
 
     def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any,
                           dtype: str | None = None) -> Any:
