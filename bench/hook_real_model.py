@@ -360,6 +360,9 @@ def compare_pair(pair: dict, alone: dict | None) -> dict:
         res[f"{name}_ratio"] = statistics.median(b) / statistics.median(a)
         res[f"{name}_paired_ratio"] = statistics.median(y / x for x, y in zip(a, b))
         res[f"{name}_mean_ratio"] = statistics.fmean(b) / statistics.fmean(a)
+        res[f"{name}_ms_quartiles"] = [[round(q * 1e3, 4) for q in statistics.quantiles(x * 2 if len(x) < 2 else x, n=4)]
+                                        for x in (a, b)]
+        res[f"{name}_ms_calls"] = [[round(x * 1e3, 4) for x in pair[key][i]] for i in (0, 1)]
         armed = f"armed_{name}"
         res[f"{name}_armed_calls"] = [sum(pair[armed][0][w:]), sum(pair[armed][1][w:])]
         if alone is not None:
@@ -551,8 +554,8 @@ def render(res: dict) -> str:
                   "deep copy with `import gpuemu.hook` + `backend=\"gpuemu\"` at default settings; calls alternate "
                   "A B / B A)" + (", in the deterministic control (math SDPA, `torch.use_deterministic_algorithms`)"
                                   if det else "") + ":", "",
-                  "| model | train step ms A → B | ratio B/A (median; paired median; mean) | eval fwd ms A → B | "
-                  "ratio B/A (median; paired median; mean) | inductor alone, own process: step / eval ms | "
+                  "| model | train step ms A → B (medians) | ratio B/A: **paired median**; ratio of medians; of means | "
+                  "eval fwd ms A → B (medians) | ratio B/A: **paired median**; ratio of medians; of means | inductor alone, own process: step / eval ms | "
                   "bit for bit: B = A (losses, evals, final params); A = alone | checks by source | divergences | "
                   "calls timed while armed (A, B) | skip reasons |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in res["models"]:
@@ -562,12 +565,18 @@ def render(res: dict) -> str:
             src = ", ".join(f"{k} {v}" for k, v in sorted(c["checks_by_source"].items())) or "none"
             skips = ", ".join(f"{k}: {v}" for k, v in c["skip_reasons"].items()) or "none"
             lines.append(f"| {c['model']} | {c['step_ms_inductor']:.3f} → {c['step_ms_gpuemu']:.3f} | "
-                         f"**{c['step_ratio']:.4f}**; {c['step_paired_ratio']:.4f}; {c['step_mean_ratio']:.4f} | "
-                         f"{c['eval_ms_inductor']:.3f} → {c['eval_ms_gpuemu']:.3f} | **{c['eval_ratio']:.4f}**; "
-                         f"{c['eval_paired_ratio']:.4f}; {c['eval_mean_ratio']:.4f} | {c.get('step_ms_alone', 0):.3f} / "
+                         f"**{c['step_paired_ratio']:.4f}**; {c['step_ratio']:.4f}; {c['step_mean_ratio']:.4f} | "
+                         f"{c['eval_ms_inductor']:.3f} → {c['eval_ms_gpuemu']:.3f} | **{c['eval_paired_ratio']:.4f}**; "
+                         f"{c['eval_ratio']:.4f}; {c['eval_mean_ratio']:.4f} | {c.get('step_ms_alone', 0):.3f} / "
                          f"{c.get('eval_ms_alone', 0):.3f} | {bfb} | {src} | {c['divergences']} | "
                          f"steps {c['step_armed_calls']}, evals {c['eval_armed_calls']} | {skips} |")
         lines.append("")
+        lines += ["The paired median is the median over calls of B's time over its neighbouring A call's (the two run "
+                  "back to back, order alternating), so drift and clock states that affect both cancel; the ratio of "
+                  "the two medians moves when the times are bimodal. Quartiles of each side's call times (ms, after "
+                  "warm-up): " + "; ".join(f"{c['model']} step A {c['step_ms_quartiles'][0]} B "
+                                           f"{c['step_ms_quartiles'][1]}, eval A {c['eval_ms_quartiles'][0]} B "
+                                           f"{c['eval_ms_quartiles'][1]}" for c in res["models"]) + ".", ""]
         for nf in res.get("noise_floor", []):
             lines += [f"Noise floor of this method ({nf['model']}: both sides inductor, gpuemu never imported): step "
                       f"ratio {nf['step_ratio']:.4f} (paired {nf['step_paired_ratio']:.4f}), eval ratio "
