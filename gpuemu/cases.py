@@ -592,7 +592,7 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
 
 # ------------------------------------------------------------------------------------ views and long rows
 
-_VIEW_ONE_IN, _VIEW_TENTHS = 10, 3  # default strategy: a view layout in 3 of 10 cases
+_VIEW_ONE_IN, _VIEW_TENTHS = 10, 3  # a view layout in 3 of 10 default cases, in half the "strided" ones
 _VIEW_WEIGHTS = {"row": 3, "outer": 2, "perm": 1}
 
 
@@ -623,7 +623,7 @@ def _view_layout(rng: Rng, kind: str, dim: str, size: int) -> str:
 def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
                 layouts: dict[str, str], *, often: bool) -> None:
     """Replace some arguments' layouts by views that real callers make (see LAYOUTS' comment), in place."""
-    if not often and rng.below(_VIEW_ONE_IN) >= _VIEW_TENTHS:
+    if rng.below(_VIEW_ONE_IN) >= (_VIEW_ONE_IN // 2 if often else _VIEW_TENTHS):
         return
     cands = [(a, k) for a in spec.args if layouts[a.name] != "none" and (k := _view_kinds(a, dims, batch))]
     if not cands:
@@ -652,7 +652,7 @@ def simpler_views(case: Case, name: str) -> list[str]:
     return []
 
 
-_LONG_ROW_ONE_IN = 20  # default strategy: one case in this many has a row of several blocks
+_LONG_ROW_ONE_IN = 16  # default strategy: one case in this many has a row of several blocks
 _LONG_ROW_MAX = 16384  # reduced and contracted dims of those cases (OpSpec.long_rows raises it per dim)
 
 

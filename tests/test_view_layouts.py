@@ -135,3 +135,25 @@ def test_the_correct_twins_accept_every_view():
                 case = cases.with_dims(case, batch=(3,))
             v = oracle.evaluate(fn, case, device="cpu").verdict
             assert v.status == "pass", (case.describe(), v.message)
+
+
+def test_bf16_stays_tested_after_a_bf16_case_raised_after_its_first_launch():
+    # the launcher refuses strided bf16 input after its first launch ran: that case is evidence about bf16 (its
+    # launch ran on gpuemu's runtime), so the bf16 bug of the normalise launch must still be found after it
+    from gpuemu import config
+    from gpuemu.oracle import Oracle
+    from gpuemu.rng import derive_seed
+    from gpuemu.runners import bf16_unfaithful
+
+    fn = load(f"{KERNELS / 'softmax_bf16_path.py'}:softmax_bf16_path_unlooped")
+    raising = cases.generate("softmax", derive_seed(2, 0), dtype="bf16")
+    ev = Oracle.from_settings(config.resolve()).evaluate(fn, raising, device="cpu")
+    assert ev.verdict.kind == "refusal" and len(ev.launches) == 1
+    assert not bf16_unfaithful("bf16", ev.launches)
+
+    seen = []
+    r = gpuemu.fuzz(fn, op="softmax", iterations=30, seed=2, save=False, shrink_failures=False, dtypes="bf16",
+                    on_case=lambda i, c, v: seen.append((i, v.kind)))
+    assert "bf16" not in r.skipped and r.iterations == 30
+    assert seen[0] == (0, "refusal")
+    assert any(k in ("mismatch", "nonfinite") for i, k in seen[1:]), seen
