@@ -160,3 +160,23 @@ def test_fuzz_cli_takes_gpu_targets_and_rejects_unknown_ones(capsys):
                "--iterations", "1"])
     assert rc == 2
     assert "sm_99" in capsys.readouterr().err
+
+
+def test_a_huge_kernel_is_judged_from_its_ttgir_with_a_lower_bound():
+    """Lowering a kernel with 8192x16 tiles to LLVM IR took 290 s here; its TTGIR already shows it cannot fit."""
+    from gpuemu.resources import _early_judge, shared_lower_bound
+
+    def ttgir(rows: int) -> str:
+        t = f"tensor<{rows}x16xf32, #b>"
+        return (f"%k = ttg.local_alloc %x : ({t}) -> !ttg.memdesc<{rows}x16xf32, #s, #smem>\n"
+                f"%v = ttg.local_alloc %y : ({t}) -> !ttg.memdesc<{rows}x16xf32, #s, #smem>\n"
+                f"%a = ttg.local_load %k : !ttg.memdesc<{rows}x16xf32, #s, #smem> -> {t}\n"
+                f"%b = ttg.local_load %v : !ttg.memdesc<{rows}x16xf32, #s, #smem> -> {t}\n")
+
+    assert shared_lower_bound(ttgir(8192)) == (2 * 8192 * 16 * 4, 8192 * 16)
+    assert _early_judge(232448)(ttgir(8192)) == {"shared": 1048576, "shared_is_lower_bound": True}
+    assert _early_judge(232448)(ttgir(1024)) is None  # fits: nothing to judge early
+    assert _early_judge(100000)(ttgir(1024)) is None  # small tiles: the exact figure is cheap, compile on
+    r = check_compiled(SimpleNamespace(kernel="k", asm={}, metadata={"shared": 1048576, "num_warps": 4,
+                                                                       "shared_is_lower_bound": True}), "sm_90")
+    assert r[0].message() == "k needs at least 1,048,576 B shared memory on sm_90, limit 232,448"

@@ -90,7 +90,8 @@ def _jit_function(kernel: Any):
 
 
 def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, target_name: str = "",
-                   ran: dict | None = None, cache: bool = False, limits_only: bool = False) -> CompiledLaunch:
+                   ran: dict | None = None, cache: bool = False, limits_only: bool = False,
+                   early: Any = None) -> CompiledLaunch:
     """Bind ``args``/``kwargs`` with Triton's binder for ``gpu_target`` and compile; never raises (a failed
     compile is returned with ``error`` set: a kernel the CPU ran but the GPU compiler rejects is a finding
     for the lint).
@@ -103,6 +104,8 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
     with ``asm`` empty: read from Triton's own disk cache when that launch was compiled before, else from
     gpuemu's figure stored beside it, else compiled only as far as LLVM IR (where Triton sets
     ``metadata["shared"]``; PTX and cubin, about two thirds of a compile, are skipped) and stored.
+    ``early(ttgir_text) -> dict | None``: asked after the TTGIR stage; a dict it returns is the metadata
+    (a kernel so large that lowering it to LLVM IR would take minutes can be judged from its TTGIR).
     """
     import triton
     from triton.compiler import ASTSource
@@ -136,7 +139,7 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
 
         with launch_lock, _compiled_mode(jit.fn.__globals__):  # no runtime launch sees the swapped helpers
             if limits_only:
-                asm, meta = {}, _limits(src, gpu_target, options.__dict__)
+                asm, meta = {}, _limits(src, gpu_target, options.__dict__, early)
             else:
                 compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
                 asm = dict(compiled.asm)
@@ -159,7 +162,7 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
 _LIMIT_KEYS = ("shared", "num_warps", "num_stages", "num_ctas", "tmem_size", "name")
 
 
-def _limits(src: Any, gpu_target: Any, options: dict) -> dict:
+def _limits(src: Any, gpu_target: Any, options: dict, early: Any = None) -> dict:
     """The launch-check metadata of ``src`` compiled for ``gpu_target`` (see ``compile_launch(limits_only=)``).
     Triton internals (its cache key and stage table), so any surprise falls back to a full compile."""
     import json
@@ -197,6 +200,13 @@ def _limits(src: Any, gpu_target: Any, options: dict) -> dict:
         metadata = {"hash": hash_, "target": gpu_target, **opts.__dict__, **env_vars}
         for ext in ("ttir", "ttgir", "llir"):
             module = stages[ext](module, metadata)
+            if ext == "ttgir" and early is not None:
+                judged = early(str(module))
+                if judged:
+                    out = {**{k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}, **judged}
+                    manager.put(json.dumps(out), ours, binary=False)
+                    _stats["early"] += 1
+                    return out
         if "shared" not in metadata:
             raise LookupError("no shared memory figure after llir")
         out = {k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}
@@ -213,7 +223,7 @@ _CACHE_SIZE = 256  # compiled launches kept (asm included: a few hundred KB each
 _compiled: "collections.OrderedDict[tuple, CompiledLaunch]" = collections.OrderedDict()
 _binders: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
-_stats = {"compiles": 0, "hits": 0, "partial": 0}
+_stats = {"compiles": 0, "hits": 0, "partial": 0, "early": 0}
 
 
 def cache_stats() -> dict[str, int]:
