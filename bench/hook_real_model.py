@@ -453,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     "(gpuemu never imported): the side-by-side method's own noise")
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--micro-only", action="store_true", help="only the unsampled-launch microbenchmark")
+    ap.add_argument("--skip-alone", action="store_true", help="no inductor-only process per model (its control)")
     ap.add_argument("--skip-bugs", action="store_true")
     ap.add_argument("--deterministic", action="store_true", help="model runs as the bit-for-bit control (math SDPA, "
                     "deterministic algorithms); bug and CUDA-graph runs stay at defaults")
@@ -496,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in (models if not args.micro_only else []):
             base = RunConfig(model=m, backend="gpuemu", inner=inner, steps=steps, evals=evals, warmup=warmup,
                              device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True)
-            alone = _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
+            alone = None if args.skip_alone else _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
             if args.noise_floor:
                 nf = noise_floor(_spawn(dataclasses.replace(base, backend="inductor"), tmp))
                 result.setdefault("noise_floor", []).append(nf)
@@ -508,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["models"].append(c)
                 print(f"{m} pair {r}: step {c['step_ms_inductor']:.3f} -> {c['step_ms_gpuemu']:.3f} ms "
                       f"(x{c['step_ratio']:.4f}), eval {c['eval_ms_inductor']:.3f} -> {c['eval_ms_gpuemu']:.3f} ms "
-                      f"(x{c['eval_ratio']:.4f}); alone step {c['step_ms_alone']:.3f} ms; checks "
+                      f"(x{c['eval_ratio']:.4f}); paired x{c['step_paired_ratio']:.4f} / x{c['eval_paired_ratio']:.4f}; checks "
                       f"{c['checks_by_source']}", file=sys.stderr, flush=True)
                 _save_partial(args.json, result)
         if args.cudagraphs and cuda and not args.micro_only:
@@ -537,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     return 0
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def render(res: dict) -> str:
@@ -569,8 +574,8 @@ def render(res: dict) -> str:
             lines.append(f"| {c['model']} | {c['step_ms_inductor']:.3f} → {c['step_ms_gpuemu']:.3f} | "
                          f"**{c['step_paired_ratio']:.4f}**; {c['step_ratio']:.4f}; {c['step_mean_ratio']:.4f} | "
                          f"{c['eval_ms_inductor']:.3f} → {c['eval_ms_gpuemu']:.3f} | **{c['eval_paired_ratio']:.4f}**; "
-                         f"{c['eval_ratio']:.4f}; {c['eval_mean_ratio']:.4f} | {c.get('step_ms_alone', 0):.3f} / "
-                         f"{c.get('eval_ms_alone', 0):.3f} | {bfb} | {src} | {c['divergences']} | "
+                         f"{c['eval_ratio']:.4f}; {c['eval_mean_ratio']:.4f} | {_ms(c.get('step_ms_alone'))} / "
+                         f"{_ms(c.get('eval_ms_alone'))} | {bfb} | {src} | {c['divergences']} | "
                          f"steps {c['step_armed_calls']}, evals {c['eval_armed_calls']} | {skips} |")
         lines.append("")
         lines += ["The paired median is the median over calls of B's time over its neighbouring A call's (the two run "
