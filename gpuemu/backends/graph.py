@@ -271,7 +271,7 @@ class ShadowedGraph:
         record, tensors = _divergence_record(self.gm, {"inner": self.inner, "label": self.label, "output_index": idx,
                                                        "notes": notes}, inputs, compiled, scalars=True)
         c = compiled[idx]
-        rt.diverged(chk, verdict, what=f"compiled graph {self.label} output {idx} vs fp64 eager "
+        rt.diverged(chk, verdict, what=f"compiled {self.label} output {idx} vs fp64 eager "
                                        f"(inner backend {self.inner})",
                     shape=list(c.shape), record=record, tensors=tensors)
 
@@ -389,7 +389,7 @@ class AotGraphShadow:
         record, tensors = _divergence_record(self.gm, {"inner": self.inner, "label": self.label, "graph_kind": self.kind,
                                                        "output_index": idx, "notes": notes}, inputs, compiled)
         c = compiled[idx]
-        rt.diverged(chk, verdict, what=f"{self.kind.replace('.', ' ')} {self.label} output {idx} vs fp64 eager "
+        rt.diverged(chk, verdict, what=f"compiled {self.label} output {idx} vs fp64 eager "
                                        f"(inner backend {self.inner})",
                     shape=list(c.shape), record=record, tensors=tensors)
 

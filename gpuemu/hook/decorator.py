@@ -121,7 +121,7 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
         if is_tensor(result):
             snap["out"] = result
         shape = list(result.shape) if is_tensor(result) else []
-        rt.diverged(chk, chk.verdict, what=f"launcher {name} vs {spec.name} fp64 reference", shape=shape,
+        rt.diverged(chk, chk.verdict, what=f"@shadow launcher {name} vs {spec.name} fp64 reference", shape=shape,
                     record=record, tensors=snap)
 
     return run_check(rt, source="shadow", name=name, kind="op", op=spec.name, dtype=dtype, bucket=key[1],

@@ -182,7 +182,7 @@ def _relaunch(rt: Runtime, chk, tuner, names, args, kwargs, tensors, pre) -> Non
     if worst.status == FAIL:
         snap = {f"arg.{n}": t for n, t in pre.items()}
         snap["real"], snap["alt"] = tensors[worst_n], scratch[worst_n]
-        rt.diverged(chk, worst, what=f"inductor kernel {chk.name} output {worst_n} differs when re-run with {how}",
+        rt.diverged(chk, worst, what=f"Inductor kernel {chk.name} output {worst_n} differs when re-run with {how}",
                     shape=list(tensors[worst_n].shape),
                     record={"hook": {"inductor": {"kernel": chk.name, "output": worst_n, "how": how,
                                                   "source_file": getattr(tuner, "filename", None)}}},

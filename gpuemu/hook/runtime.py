@@ -268,7 +268,7 @@ class Runtime:
         """Record a divergence: line, snapshot (within the caps), telemetry event, log."""
         seed = seed_hex(int.from_bytes(os.urandom(6), "big"))
         shape_txt = "[" + ",".join(str(int(d)) for d in shape) + "]"
-        line = f"FAIL seed={seed} dtype={chk.dtype} shape={shape_txt} {verdict.message} (shadow {chk.source}: {what})"
+        line = f"FAIL seed={seed} dtype={chk.dtype} shape={shape_txt} {verdict.message} (shadow check of {what})"
         rec_path = snap_path = store_error = None
         key = (chk.source, chk.name, chk.dtype, chk.bucket)
         if self._stored_per_key[key] < self.settings.snapshots_per_key:
@@ -333,9 +333,13 @@ class Runtime:
 
     def summary(self) -> str:
         s = self.stats
-        return (f"gpuemu.hook: {s.checks} checks, {s.divergences} divergences, {s.skipped} skipped, "
-                f"{s.internal_errors} internal errors; shadow time {s.shadow_seconds:.3f} s "
+        return (f"gpuemu.hook: {_n(s.checks, 'check')}, {_n(s.divergences, 'divergence')}, {s.skipped} skipped, "
+                f"{_n(s.internal_errors, 'internal error')}; shadow time {s.shadow_seconds:.3f} s "
                 f"({100 * self.budget.share():.2f}% of wall time, budget {100 * self.settings.budget:g}%)")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _snapshot_path(record_path: str) -> str | None:

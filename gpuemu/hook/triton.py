@@ -243,7 +243,7 @@ class TritonShadow:
                            "binding": rb.to_dict(), "device": str(out_t.device)}}
         tensors = {f"arg.{p}": v for p, v in pre.items()}
         tensors["out"] = out_t
-        rt.diverged(chk, verdict, what=f"kernel {plan.name} vs {rb.op} fp64 reference", shape=list(out_t.shape),
+        rt.diverged(chk, verdict, what=f"Triton kernel {plan.name} vs {rb.op} fp64 reference", shape=list(out_t.shape),
                     record=record, tensors=tensors)
 
     # ------------------------------------------------------------------ (b) metamorphic re-launch
@@ -315,7 +315,7 @@ class TritonShadow:
         tensors = {f"arg.{p}": v for p, v in pre.items()}
         tensors["real"] = bound[worst_p]
         tensors["alt"] = scratch[worst_p]
-        rt.diverged(chk, worst, what=f"kernel {plan.name} output {worst_p} changes with {name}={value} "
+        rt.diverged(chk, worst, what=f"Triton kernel {plan.name} output {worst_p} changes with {name}={value} "
                                      f"(was {bound[name]}): tiling-dependent result",
                     shape=list(bound[worst_p].shape), record=record, tensors=tensors)
 
