@@ -157,3 +157,23 @@ def test_bf16_stays_tested_after_a_bf16_case_raised_after_its_first_launch():
     assert "bf16" not in r.skipped and r.iterations == 30
     assert seen[0] == (0, "refusal")
     assert any(k in ("mismatch", "nonfinite") for i, k in seen[1:]), seen
+
+
+def test_a_long_row_the_gpu_refuses_to_launch_is_skipped_once_not_failed():
+    # one block per row: past some size a GPU refuses the launch; that is the launcher's design limit, so the run
+    # stops drawing long rows (and says so) instead of failing a kernel that is right at every size it launches
+    from gpuemu.resources import LaunchRefused, Refusal
+
+    calls = []
+
+    def softmax_one_block(x):
+        calls.append(x.shape[-1])
+        if x.shape[-1] > 4096:
+            raise LaunchRefused([Refusal("_softmax", "sm_90", "shared memory", 4 * x.shape[-1] * 64, 232448)],
+                                predicted=True)
+        return torch.softmax(x.double(), -1).to(x.dtype)
+
+    r = gpuemu.fuzz(softmax_one_block, op="softmax", iterations=80, seed=2, save=False)
+    assert r.ok and r.iterations == 80, r.report()
+    assert "long rows" in r.skipped and "refused" in r.skipped["long rows"]
+    assert sum(n > 4096 for n in calls) == 1  # one refused case, then no more long rows
