@@ -167,3 +167,33 @@ def test_records_and_fuzz_json_match_the_shipped_schema(kfile, capsys, monkeypat
     jsonschema.Draft202012Validator(record_schema()).validate(rows[0].record)
     with pytest.raises(jsonschema.ValidationError):  # the schema is not vacuous
         jsonschema.Draft202012Validator(result_schema()).validate(dict(doc, failures=[{"stored": False}]))
+
+
+DEVICE_LAUNCHER = '''
+import os
+import torch
+
+def softmax_device(x):  # wrong by 0.01, except where the replay pretends to be another device's arithmetic
+    off = 0.0 if os.environ.get("GPUEMU_TEST_OTHER_DEVICE") else 0.01
+    return (torch.softmax(x.float(), dim=-1) + off).to(x.dtype)
+'''
+
+
+def test_a_replay_on_another_device_says_so_and_when_the_verdict_differs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.py").write_text(DEVICE_LAUNCHER)
+    rc, _, err = cli(capsys, "fuzz", "d.py:softmax_device", "--op", "softmax", "--seed", "3", "-n", "2",
+                     "--store", "st", "--no-shrink", "--dtype", "fp32")
+    assert rc == 1
+    line = replay_lines(err)[0]
+    record = next((tmp_path / "st" / "failures").glob("*.json"))
+    doc = json.loads(record.read_text())
+    assert doc["device"] == "cpu"
+    doc["device"] = "cuda:0"  # as a record made by `gpuemu fuzz --device cuda` reads
+    record.write_text(json.dumps(doc))
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 1 and "on cpu; the record was made on cuda)" in err and "reproduced: same verdict" in err
+    monkeypatch.setenv("GPUEMU_TEST_OTHER_DEVICE", "1")
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 0 and "NOT reproduced" in err
+    assert "the verdict differs between devices: recorded on cuda, replayed on cpu" in err

@@ -74,19 +74,38 @@ def run(args) -> int:
     from ..fuzzer import reproduce
 
     rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device)
-    err(f"replayed {found.target} seed 0x{found.seed:x} from {found.path} (the launcher re-ran on the stored bytes)")
+    recorded_on, now_on = _device_type(rp.record.get("device")), _device_type(device)
+    moved = recorded_on is not None and recorded_on != now_on
+    err(f"replayed {found.target} seed 0x{found.seed:x} from {found.path} (the launcher re-ran on the stored bytes"
+        + (f", on {now_on}; the record was made on {recorded_on})" if moved else ")"))
     err(f"stored: {rp.record.get('line')}")
     err(rp.failure.line() if rp.verdict.status != "pass" else f"PASS seed=0x{rp.case.seed:x} (the stored failure no longer reproduces)")
     err(f"case: {rp.case.describe()}")
     if rp.verdict.detail:
         err("\n".join("  " + ln for ln in rp.verdict.detail.splitlines()))
+    v, stored = rp.verdict, rp.stored
     if rp.same:
-        err(f"reproduced: same verdict, max abs err {rp.verdict.max_abs_err!r} bit for bit")
+        err(f"reproduced: same verdict, max abs err {v.max_abs_err!r} bit for bit")
+    elif moved and v.status == stored.status and v.kind == stored.kind:
+        err(f"reproduced on {now_on}: same verdict ({v.status} {v.kind}), not bit for bit: max abs err "
+            f"{v.max_abs_err!r} here, {stored.max_abs_err!r} on {recorded_on} (the devices' arithmetic differs)")
     else:
-        err(f"NOT reproduced: now {rp.verdict.status} {rp.verdict.message!r}, stored {rp.stored.status} {rp.stored.message!r}")
+        err(f"NOT reproduced: now {v.status} {v.message!r}, stored {stored.status} {stored.message!r}")
+        if moved:
+            err(f"the verdict differs between devices: recorded on {recorded_on}, replayed on {now_on}; the kernel's "
+                f"result depends on the device (dot precision, approximate math, FMA contraction, or a race). "
+                f"Replay with --device {recorded_on} on such a machine to compare")
     if args.json:
         write_json(args.json, {"record": rp.record, "verdict": rp.verdict.to_dict(), "same": rp.same})
     return 0 if rp.verdict.status == "pass" else 1
+
+
+def _device_type(device: object) -> str | None:
+    """'cuda' for 'cuda:0' or torch.device('cuda', 0); None when the record names none."""
+    if device is None:
+        return None
+    text = str(getattr(device, "type", device))
+    return text.split(":", 1)[0] or None
 
 
 def _outside(target: str) -> str | None:
