@@ -198,9 +198,8 @@ def predict(kernel: Any, args: tuple, kwargs: dict, targets: Sequence[str]) -> l
     """Compile the launch ``kernel[grid](*args, **kwargs)`` for each target (cached per specialisation) and
     return what Triton would refuse there. A launch that does not compile is not predicted (the lint's
     business): it is returned as no refusal."""
-    from .runtime.aot import compile_launch, parse_target
-
     from .lint.targets import get
+    from .runtime.aot import compile_launch, parse_target
 
     out: list[Refusal] = []
     for name in targets:
