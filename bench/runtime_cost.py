@@ -3,8 +3,9 @@
     python bench/runtime_cost.py [--seeds 2] [--out bench/runtime_cost.md] [--filter softmax]
 
 For every launcher in examples/kernels/manifest.yaml and a few cases of its op (fp32, the first cases of the
-fuzzer's own generator with at least 512 elements), the same launcher call is timed twice in one process: under Triton's plain interpreter and on the
-gpuemu runtime (best of ``--repeat``). Programs are counted from the observed launches (product of each
+fuzzer's own generator with at least 512 elements), the same launcher call is timed three times in one process:
+under Triton's plain interpreter, on the gpuemu runtime one program at a time (``grid="sequential"``) and on
+the runtime with batched-grid execution (``grid="batched"``, the default), best of ``--repeat`` each. Programs are counted from the observed launches (product of each
 grid), so the table reads in milliseconds per program. A launcher that the runtime stops with a finding
 (an out-of-bounds access, say) is timed up to the finding and marked.
 """
@@ -99,19 +100,28 @@ def main(argv: list[str] | None = None) -> int:
             runtime.deactivate()
             t_plain, p_plain, n_plain = _time(fn, args, kwargs, a.repeat)
             runtime.activate()
+            runtime.configure(grid="sequential")
             t_rt, p_rt, n_rt = _time(fn, args, kwargs, a.repeat)
+            runtime.configure(grid="batched")
+            with runtime.observe() as reps:
+                t_b, p_b, n_b = _time(fn, args, kwargs, a.repeat)
             runtime.deactivate()
             if p_plain == 0 or p_rt == 0:
                 continue
+            modes = sorted({r.grid_mode.split(" (")[0] if r.grid_mode.startswith("batched") else r.grid_mode
+                            for r in reps})
             rows.append((entry.name, entry.op, "x".join(map(str, case.dims.values())), p_plain, t_plain / p_plain,
-                         t_rt / p_rt, n_plain, n_rt))
+                         t_rt / p_rt, n_plain, n_rt, t_b / max(p_b, 1), n_b, "; ".join(modes)))
             print(f"{entry.name:32s} {rows[-1][2]:>14s} programs={p_plain:5d} plain {1e3 * rows[-1][4]:6.2f} ms/prog "
-                  f"runtime {1e3 * rows[-1][5]:6.2f} ms/prog  x{rows[-1][5] / rows[-1][4]:.2f} {n_plain} {n_rt}",
-                  file=sys.stderr)
+                  f"runtime {1e3 * rows[-1][5]:6.2f} batched {1e3 * rows[-1][8]:6.2f} ms/prog  "
+                  f"x{rows[-1][4] / rows[-1][8]:.1f} faster {n_plain} {n_rt} {n_b} {rows[-1][10]}", file=sys.stderr)
     launch_plain, launch_rt = _launch_overhead()
-    ratios = [r[5] / r[4] for r in rows if not r[6] and not r[7]]
-    plain_ms = [1e3 * r[4] for r in rows if not r[6] and not r[7]]
-    rt_ms = [1e3 * r[5] for r in rows if not r[6] and not r[7]]
+    clean = [r for r in rows if not r[6] and not r[7] and not r[9]]
+    ratios = [r[5] / r[4] for r in clean]
+    plain_ms = [1e3 * r[4] for r in clean]
+    rt_ms = [1e3 * r[5] for r in clean]
+    speedups = [r[4] / r[8] for r in clean]
+    many = [r[4] / r[8] for r in clean if r[3] >= 16]
     import triton
 
     lines = [
@@ -127,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(plain_ms):.2f} ms/program, median runtime {statistics.median(rt_ms):.2f} ms/program; "
         f"runtime / plain: median x{statistics.median(ratios):.2f}, min x{min(ratios):.2f}, max x{max(ratios):.2f}.",
         "",
+        f"**Batched grid** (the runtime's default): plain / batched per program, median **x{statistics.median(speedups):.1f}** "
+        f"faster, min x{min(speedups):.2f}, max x{max(speedups):.1f}; over the {len(many)} rows of 16 programs or more, "
+        f"median x{statistics.median(many) if many else float('nan'):.1f}. Launches that cannot run with a program "
+        "axis run one program at a time and say why (the mode column).",
+        "",
         f"Fixed cost of a launch (a one-program copy kernel, best of 30): plain {1e3 * launch_plain:.2f} ms, "
         f"runtime {1e3 * launch_rt:.2f} ms. Load average during the run: {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores (a shared machine: single rows are noisy, the medians less so).",
@@ -138,12 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         "helpers), which is why kernels with many helper calls run faster on it. Autotuned kernels pay for "
         "every config they run (each config is a full launch).",
         "",
-        "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | note |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | batched ms/prog | "
+        "plain / batched | mode | note |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for name, op, dims, p, tp, tr, n1, n2 in rows:
-        note = "; ".join(x for x in (f"plain: {n1}" if n1 else "", f"runtime: {n2}" if n2 else "") if x)
-        lines.append(f"| {name} | {op} | {dims} | {p} | {1e3 * tp:.2f} | {1e3 * tr:.2f} | x{tr / tp:.2f} | {note} |")
+    for name, op, dims, p, tp, tr, n1, n2, tb, n3, mode in rows:
+        note = "; ".join(x for x in (f"plain: {n1}" if n1 else "", f"runtime: {n2}" if n2 else "",
+                                     f"batched: {n3}" if n3 else "") if x)
+        lines.append(f"| {name} | {op} | {dims} | {p} | {1e3 * tp:.2f} | {1e3 * tr:.2f} | x{tr / tp:.2f} | "
+                     f"{1e3 * tb:.3f} | x{tp / tb:.1f} | {mode} | {note} |")
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)

@@ -39,7 +39,7 @@ def settings() -> Settings:
 
 
 def configure(*, dot_precision: str | None = None, timeout_s: float | None = None,
-              spin_limit: int | None = None) -> Settings:
+              spin_limit: int | None = None, grid: str | None = None) -> Settings:
     """Change the runtime's settings (None keeps a value); returns the new settings.
 
     >>> configure(dot_precision="ieee").dot_precision
@@ -51,7 +51,7 @@ def configure(*, dot_precision: str | None = None, timeout_s: float | None = Non
     import dataclasses
 
     changes = {k: v for k, v in {"dot_precision": dot_precision, "timeout_s": timeout_s,
-                                 "spin_limit": spin_limit}.items() if v is not None}
+                                 "spin_limit": spin_limit, "grid": grid}.items() if v is not None}
     _settings = dataclasses.replace(_settings, **changes)
     return _settings
 
@@ -134,7 +134,8 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchReport:
         res = _execute(kernel, args, kwargs, grid)
     dots = res.dot_precisions
     rep = LaunchReport(kernel=res.kernel, grid=res.grid, constexprs=dict(res.constexprs), programs=res.programs,
-                       seconds=res.seconds, dot_precision="+".join(dots) if dots else None, autotune=summary)
+                       seconds=res.seconds, dot_precision="+".join(dots) if dots else None, autotune=summary,
+                       grid_mode=res.grid_mode)
     record(rep)
     aot.on_launch(kernel, args, kwargs, rep)
     return rep

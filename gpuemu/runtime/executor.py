@@ -43,19 +43,25 @@ class Settings:
     ``dot_precision``: "gpu" computes each fp32 ``tl.dot`` as the GPU does (TF32 unless the kernel asks
     for "ieee" or "tf32x3"); "ieee" computes every fp32 dot in full fp32 (the interpreter's behaviour).
     ``timeout_s`` bounds every launch; ``spin_limit`` is how many identical, write-free volatile loads or
-    atomics in a row count as waiting on another program.
+    atomics in a row count as waiting on another program. ``grid``: "batched" runs chunks of programs at
+    once with a program axis (:mod:`gpuemu.runtime.batched`) and falls back to one program at a time for
+    a launch that needs it; "sequential" always runs one at a time.
     """
 
     dot_precision: str = "gpu"
     timeout_s: float = 120.0
     spin_limit: int = 2000
+    grid: str = "batched"
 
     def __post_init__(self) -> None:
-        if self.dot_precision not in ("gpu", "ieee"):
-            from ..errors import InvalidArgument
+        from ..errors import InvalidArgument
 
+        if self.dot_precision not in ("gpu", "ieee"):
             raise InvalidArgument(f"dot_precision={self.dot_precision!r} must be 'gpu' (TF32 for fp32 dots, "
                                   f"as on sm_80+) or 'ieee' (full fp32)")
+        if self.grid not in ("batched", "sequential"):
+            raise InvalidArgument(f"grid={self.grid!r} must be 'batched' (programs with a program axis, "
+                                  f"sequential where a kernel needs it) or 'sequential' (one program at a time)")
 
 
 @dataclass
@@ -140,6 +146,7 @@ class LaunchResult:
     programs: int
     seconds: float
     dot_precisions: tuple[str, ...]
+    grid_mode: str = "sequential"  # "batched (N passes)" or "sequential" with the reason batching was not used
 
 
 # ---------------------------------------------------------------------- patching
@@ -320,13 +327,16 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             builder.set_grid_dim(*grid3)
             watchdog.start()
             with np.errstate(all="ignore"):
-                for x in range(grid3[0]):
-                    for y in range(grid3[1]):
-                        for z in range(grid3[2]):
-                            state.program = (x, y, z)
-                            state.tick()
-                            builder.set_grid_idx(x, y, z)
-                            rw.fn(**kargs)
+                grid_mode = _run_batched(rw, kargs, grid3, state, builder, arena) \
+                    if settings.grid == "batched" else "sequential"
+                if not grid_mode.startswith("batched"):
+                    for x in range(grid3[0]):
+                        for y in range(grid3[1]):
+                            for z in range(grid3[2]):
+                                state.program = (x, y, z)
+                                state.tick()
+                                builder.set_grid_idx(x, y, z)
+                                rw.fn(**kargs)
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
             raise _translate(e, state) from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
@@ -338,7 +348,35 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                 lang_scope.restore()
             arena.writeback()
     programs = grid3[0] * grid3[1] * grid3[2]
-    return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, tuple(state.dot_precisions))
+    return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, tuple(state.dot_precisions),
+                        grid_mode)
+
+
+def _run_batched(rw: Any, kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
+                 arena: Arena) -> str:
+    """Run the launch with a program axis; on anything it cannot do (or any finding), restore the
+    arguments' bytes and return "sequential: why" for the caller to run program by program."""
+    from . import batched
+
+    programs = grid3[0] * grid3[1] * grid3[2]
+    if programs < 2:
+        return "sequential: one program"
+    snap = [(r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo)) for r in arena.regions if r.hi > r.lo]
+    epoch, dots = arena.epoch, len(state.dot_precisions)
+    scope = _Scope()
+    try:
+        builder.set_grid_idx(0, 0, 0)
+        passes = batched.run(rw, kargs, grid3, state, builder, scope, _compat.interp())
+        return f"batched ({passes} pass{'es' if passes != 1 else ''})"
+    except Exception as e:  # noqa: BLE001 - whatever it was, the sequential run decides
+        for r, data in snap:
+            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
+        arena.epoch = epoch
+        del state.dot_precisions[dots:]
+        why = str(e) if isinstance(e, batched.NotBatchable) else f"{type(e).__name__} with a program axis"
+        return f"sequential: {why}"
+    finally:
+        scope.restore()
 
 
 def _translate(e: BaseException, state: LaunchState) -> BaseException:

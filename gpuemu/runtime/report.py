@@ -24,11 +24,12 @@ class LaunchReport:
     seconds: float = 0.0
     dot_precision: str | None = None  # "tf32", "ieee", "tf32x3", "bf16", "fp16", ... (None: no tl.dot)
     autotune: dict[str, Any] | None = None  # {"chosen": {...}, "configs_run": n, "agree": bool}
+    grid_mode: str = "sequential"  # "batched (N passes)", or "sequential" and why (gpuemu.runtime.batched)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "grid": list(self.grid), "constexprs": _plain(self.constexprs),
                 "programs": self.programs, "seconds": self.seconds, "dot_precision": self.dot_precision,
-                "autotune": self.autotune}
+                "autotune": self.autotune, "grid_mode": self.grid_mode}
 
     def launch_options(self) -> dict[str, Any]:
         """The fields a ``Launch.options`` dict carries (plain values only)."""
