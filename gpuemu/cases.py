@@ -573,7 +573,7 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
     long_row = strategy == "default" and shape_kind != "fixed" and long_rng.below(_LONG_ROW_ONE_IN) == 0 \
         and long_rows
     if long_row:
-        drawn = _long_row_dims(long_rng, spec, dims, batch, kwargs)
+        drawn = _long_row_dims(long_rng, spec, dims, batch, kwargs, blocks)
         if drawn is not None:
             dims, batch = drawn
             shape_kind = "long_row"
@@ -659,16 +659,24 @@ _LONG_ROW_ONE_IN = 16  # default strategy: one case in this many has a row of se
 _LONG_ROW_MAX = 16384  # reduced and contracted dims of those cases (OpSpec.long_rows raises it per dim)
 
 
+_LONG_ROW_BLOCKS = 256  # at most this many of the largest block seen on the dim: the interpreter loops per block
+
+
 def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
-                   kwargs: Mapping[str, Any]) -> tuple[dict[str, int], tuple[int, ...]] | None:
+                   kwargs: Mapping[str, Any], blocks: Blocks) -> tuple[dict[str, int], tuple[int, ...]] | None:
     """A row far past any kernel's largest block (up to 16k, 64k where the op says so) in one or two rows,
-    the other dims small, so the interpreter's cost stays bounded. None for ops without a reduced dim."""
+    the other dims small, so the interpreter's cost stays bounded; a kernel seen looping over small fixed blocks
+    gets rows of at most 256 of them. None for ops without a reduced dim."""
     long = spec.dims_of_role("reduced", "contracted")
     if not long:
         return None
     dim = rng.choice(long)
     lo = 2 * dim_limits(spec, dim)[1] + 1
-    hi = max(spec.long_rows.get(dim, _LONG_ROW_MAX), lo)
+    hi = spec.long_rows.get(dim, _LONG_ROW_MAX)
+    seen = blocks.for_dim(dim)
+    if seen:
+        hi = min(hi, _LONG_ROW_BLOCKS * max(seen))
+    hi = max(hi, lo)
     new = dict(dims)
     new[dim] = _random_size(rng, lo, hi)
     for d, role in spec.dims.items():
