@@ -10,6 +10,12 @@ import torch
 import triton
 import triton.language as tl
 
+import gpuemu
+
+# The whole key range and head dim sit in one tile: past a head dim of 128 the launch needs more shared memory
+# than an sm_80/sm_90 block may have (gpuemu predicts the refusal on the CPU), so the launchers declare it.
+SUPPORTED = gpuemu.requires(max_dims={"D": 128})
+
 
 @triton.jit
 def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, Nq, Nk, D, sm_scale,
@@ -64,6 +70,7 @@ def _launch(q, k, v, causal, sm_scale, BLOCK_D, align_top_left=False):
 
 
 # ---------------------------------------------------------------- correct
+@SUPPORTED
 def attention(q, k, v, causal=False):
     D = q.shape[-1]
     BLOCK_D = max(16, triton.next_power_of_2(D))
@@ -71,6 +78,7 @@ def attention(q, k, v, causal=False):
 
 
 # ---------------------------------------------------------------- buggy: wrong normalisation
+@SUPPORTED
 def attention_scale_bug(q, k, v, causal=False):
     D = q.shape[-1]
     BLOCK_D = max(16, triton.next_power_of_2(D))
@@ -80,6 +88,7 @@ def attention_scale_bug(q, k, v, causal=False):
 
 
 # ---------------------------------------------------------------- buggy: causal mask without the Nk - Nq offset
+@SUPPORTED
 def attention_causal_topleft(q, k, v, causal=False):
     D = q.shape[-1]
     BLOCK_D = max(16, triton.next_power_of_2(D))

@@ -11,6 +11,12 @@ import torch
 import triton
 import triton.language as tl
 
+import gpuemu
+
+# Q, K and V tiles of the whole (padded) head dim: past 128 a launch needs 282,688 B of shared memory, more
+# than an sm_80/sm_90 block may have (gpuemu predicts the refusal on the CPU), so the launchers declare it.
+SUPPORTED = gpuemu.requires(max_dims={"D": 128})
+
 
 def _launch(kernel, q, k, v, causal):
     B, H, Nq, D = q.shape
@@ -64,6 +70,7 @@ def _flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, Nq, Nk, D, qk_scale,
              out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < Nq) & d_ok)
 
 
+@SUPPORTED
 def flash_attention(q, k, v, causal=False):
     return _launch(_flash_attention_kernel, q, k, v, causal)
 
@@ -108,6 +115,7 @@ def _flash_attention_no_rescale_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, Nq, Nk, D,
              out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < Nq) & d_ok)
 
 
+@SUPPORTED
 def flash_attention_no_rescale(q, k, v, causal=False):
     return _launch(_flash_attention_no_rescale_kernel, q, k, v, causal)
 
@@ -150,6 +158,7 @@ def _flash_attention_tail_leak_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, Nq, Nk, D, 
              out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < Nq) & d_ok)
 
 
+@SUPPORTED
 def flash_attention_tail_leak(q, k, v, causal=False):
     return _launch(_flash_attention_tail_leak_kernel, q, k, v, causal)
 
@@ -194,5 +203,6 @@ def _flash_attention_causal_off_by_one_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, Nq,
              out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < Nq) & d_ok)
 
 
+@SUPPORTED
 def flash_attention_causal_off_by_one(q, k, v, causal=False):
     return _launch(_flash_attention_causal_off_by_one_kernel, q, k, v, causal)
