@@ -139,8 +139,10 @@ def _fingerprint(t: Any) -> str:
 # ---------------------------------------------------------------------------------------------- one run
 
 
-def run_one(cfg: RunConfig) -> dict:
-    """Train and evaluate one model with one backend; returns losses, fingerprints, times and hook stats."""
+def _process_setup(cfg: RunConfig, *, reuse_installed: bool = False) -> tuple[Any, Any, Any]:
+    """(attention context, gpuemu.hook or None, Runtime or None) for a worker process: the deterministic
+    control (cuBLAS workspace, deterministic algorithms, math SDPA: fused attention backward uses atomics),
+    the hook installed for backend="gpuemu" (the Llama kernels bound to their ops), the planted bug."""
     import contextlib
 
     if cfg.deterministic:
@@ -152,15 +154,12 @@ def run_one(cfg: RunConfig) -> dict:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         torch.use_deterministic_algorithms(True, warn_only=True)
-        attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731  (fused attention backward uses atomics)
+        attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
     hook = rt = None
     if cfg.backend == "gpuemu":
         import gpuemu.hook as hook
 
-        if cfg.hook_settings or cfg.store:
-            rt = hook.install(store=cfg.store, **cfg.hook_settings)
-        else:
-            rt = hook.current()
+        rt = hook.current() if reuse_installed else hook.install(store=cfg.store, **cfg.hook_settings)
         if cfg.model.startswith("llama"):
             hook.bind("_rmsnorm_fwd", "rmsnorm")
             hook.bind("_rope_fwd", "rope")
@@ -168,6 +167,26 @@ def run_one(cfg: RunConfig) -> dict:
         from examples import llama_tiny as L
 
         L.set_bug(cfg.bug)
+    return attn, hook, rt
+
+
+def _hook_results(out: dict, hook: Any, rt: Any) -> None:
+    """The hook's stats, divergences, check history and internal errors into ``out``; then uninstall."""
+    if rt is None:
+        return
+    out["stats"] = rt.stats.to_dict()
+    out["divergences"] = [d.to_dict() for d in rt.divergences]
+    out["history"] = list(rt.history)
+    out["errors"] = list(rt.errors)
+    out["settings"] = rt.settings.describe()
+    hook.uninstall()
+
+
+def run_one(cfg: RunConfig) -> dict:
+    """Train and evaluate one model with one backend; returns losses, fingerprints, times and hook stats."""
+    import torch
+
+    attn, hook, rt = _process_setup(cfg, reuse_installed=not (cfg.hook_settings or cfg.store))
     torch._dynamo.reset()
     (model,), ((loss_fn, logits_fn),), train, evals = _build(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -176,14 +195,7 @@ def run_one(cfg: RunConfig) -> dict:
     cuda = cfg.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    def step(ids):
-        loss = loss_fn(ids)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    step_c = torch.compile(step, backend=backend, options=options)
+    step_c = torch.compile(_step_fn(loss_fn, opt, 0), backend=backend, options=options)
     out: dict = {"config": cfg.to_dict(), "losses": [], "step_s": [], "eval_fp": [], "eval_s": [],
                  "checks_after_step": [], "armed_step": [], "armed_eval": []}
     t0 = time.perf_counter()
@@ -214,13 +226,7 @@ def run_one(cfg: RunConfig) -> dict:
             out["armed_eval"].append(armed or (rt is not None and rt.arming.armed))
         out["eval_fp"].append(_fingerprint(logits))
     out["wall_s"] = time.perf_counter() - t0
-    if rt is not None:
-        out["stats"] = rt.stats.to_dict()
-        out["divergences"] = [d.to_dict() for d in rt.divergences]
-        out["history"] = list(rt.history)
-        out["errors"] = list(rt.errors)
-        out["settings"] = rt.settings.describe()
-        hook.uninstall()
+    _hook_results(out, hook, rt)
     return out
 
 
@@ -243,28 +249,9 @@ def run_pair(cfg: RunConfig) -> dict:
     tick) are counted, for A too (Inductor's ``CachingAutotuner.run`` is wrapped at class level then)."""
     import contextlib
 
-    if cfg.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 
-    attn = contextlib.nullcontext
-    if cfg.deterministic:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
-    hook = rt = None
-    if cfg.backend == "gpuemu":
-        import gpuemu.hook as hook
-
-        rt = hook.install(store=cfg.store, **cfg.hook_settings)
-        if cfg.model.startswith("llama"):
-            hook.bind("_rmsnorm_fwd", "rmsnorm")
-            hook.bind("_rope_fwd", "rope")
-    if cfg.model.startswith("llama"):
-        from examples import llama_tiny as L
-
-        L.set_bug(cfg.bug)
+    attn, hook, rt = _process_setup(cfg)
     torch._dynamo.reset()
     models, fns, train, evals = _build(cfg, copies=2)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
@@ -318,13 +305,7 @@ def run_pair(cfg: RunConfig) -> dict:
             out["armed_eval"][i].append(armed)
             out["eval_fp"][i].append(_fingerprint(logits))
     out["wall_s"] = time.perf_counter() - t0
-    if rt is not None:
-        out["stats"] = rt.stats.to_dict()
-        out["divergences"] = [d.to_dict() for d in rt.divergences]
-        out["history"] = list(rt.history)
-        out["errors"] = list(rt.errors)
-        out["settings"] = rt.settings.describe()
-        hook.uninstall()
+    _hook_results(out, hook, rt)
     return out
 
 
