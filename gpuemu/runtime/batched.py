@@ -267,6 +267,15 @@ class Batch:
             return tl.core.tensor(r.handle, tl.core.block_type(r.dtype, template_shape))
         return tl.core.tensor(type(r.handle)(np.asarray(data).reshape(self.P), r.handle.dtype), r.dtype)
 
+    def _with_program_axis(self, t: Any, shape: list[int]) -> Any:
+        """``t`` (logical ``shape``) with the program axis: itself when batched, else repeated per program."""
+        import triton.language as tl
+
+        if self.tensor_batched(t):
+            return t
+        data = np.ascontiguousarray(np.broadcast_to(t.handle.data, (self.P,) + tuple(shape)))
+        return tl.core.tensor(type(t.handle)(data, t.handle.dtype), tl.core.block_type(t.dtype, shape) if shape else t.dtype)
+
     def _reduce(self, inner: Any) -> Any:
         import triton.language as tl
 
@@ -281,10 +290,7 @@ class Batch:
             shape = list(inputs[0].type.shape) if inputs[0].type.is_block() else []
             moved = []
             for t in inputs:
-                if not batch.tensor_batched(t):
-                    data = np.broadcast_to(t.handle.data, (batch.P,) + tuple(shape))
-                    t = tl.core.tensor(type(t.handle)(np.ascontiguousarray(data), t.handle.dtype),
-                                       tl.core.block_type(t.dtype, shape) if shape else t.dtype)
+                t = batch._with_program_axis(t, shape)
                 if axis_v is None:  # every element of each program: flatten behind the program axis
                     flat = np.asarray(t.handle.data).reshape(batch.P, -1)
                     t = tl.core.tensor(type(t.handle)(flat, t.handle.dtype),
@@ -326,10 +332,7 @@ class Batch:
             shape = list(inputs[0].type.shape)
             moved = []
             for t in inputs:
-                if not batch.tensor_batched(t):
-                    data = np.ascontiguousarray(np.broadcast_to(t.handle.data, (batch.P,) + tuple(shape)))
-                    t = tl.core.tensor(type(t.handle)(data, t.handle.dtype), tl.core.block_type(t.dtype, shape))
-                moved.append(batch._as_batched_block(t))
+                moved.append(batch._as_batched_block(batch._with_program_axis(t, shape)))
             ax = int(axis.value if isinstance(axis, tl.constexpr) else axis) + 1
             batch.typing += 1
             try:
