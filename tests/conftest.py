@@ -21,6 +21,22 @@ def store(tmp_path):
     return tmp_path / "store"
 
 
+@pytest.fixture
+def rt():
+    """gpuemu's CPU runtime, active for the test; its settings are restored afterwards."""
+    import dataclasses
+
+    from gpuemu import runtime
+
+    before = runtime.settings()
+    runtime.activate()
+    try:
+        yield runtime
+    finally:
+        runtime.deactivate()
+        runtime.configure(**dataclasses.asdict(before))
+
+
 @pytest.fixture(autouse=True)
 def _no_user_settings(monkeypatch, tmp_path):
     for var in ("GPUEMU_STORE", "GPUEMU_RULEPACK", "GPUEMU_MODE", "GPUEMU_SAMPLE_RATE", "GPUEMU_BUDGET"):

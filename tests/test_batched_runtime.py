@@ -13,16 +13,6 @@ from gpuemu.runtime import batched
 from gpuemu.runtime.report import observe
 
 
-@pytest.fixture
-def rt():
-    runtime.activate()
-    try:
-        yield runtime
-    finally:
-        runtime.deactivate()
-        runtime.configure(grid="batched")
-
-
 def both(fn, *args):
     """(sequential outputs, batched outputs, the batched launches' grid modes); ``fn`` makes fresh outputs."""
     out = {}

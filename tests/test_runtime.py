@@ -8,18 +8,6 @@ from gpuemu.errors import KernelFinding, InvalidArgument
 from tests.kernels_runtime import gaps as G
 
 
-@pytest.fixture
-def rt():
-    from gpuemu import runtime
-
-    runtime.activate()
-    try:
-        yield runtime
-    finally:
-        runtime.deactivate()
-        runtime.configure(dot_precision="gpu", timeout_s=120.0)
-
-
 # ---------------------------------------------------------------------- bf16 conversions
 def test_bf16_from_f32_matches_torch_round_to_nearest_even():
     from gpuemu.runtime import bf16

@@ -6,17 +6,6 @@ from gpuemu.errors import InvalidArgument
 from tests.kernels_runtime import gaps as G
 
 
-@pytest.fixture
-def rt():
-    from gpuemu import runtime
-
-    runtime.activate()
-    try:
-        yield runtime
-    finally:
-        runtime.deactivate()
-
-
 def test_compile_for_sm90_and_sm80_from_the_run_specialisation(rt):
     x = torch.randn(100)
     y = torch.empty(100)
