@@ -267,6 +267,16 @@ class Batch:
             return tl.core.tensor(r.handle, tl.core.block_type(r.dtype, template_shape))
         return tl.core.tensor(type(r.handle)(np.asarray(data).reshape(self.P), r.handle.dtype), r.dtype)
 
+    def _operands(self, input: Any) -> tuple[bool, tuple | None]:
+        """(one operand?, the operands) of a reduce or scan; the operands are None when none is batched."""
+        import triton.language as tl
+
+        single = not isinstance(input, tuple)
+        inputs = (input,) if single else tuple(input)
+        if not any(self.tensor_batched(t) for t in inputs if isinstance(t, tl.tensor)):
+            return single, None
+        return single, inputs
+
     def _with_program_axis(self, t: Any, shape: list[int]) -> Any:
         """``t`` (logical ``shape``) with the program axis: itself when batched, else repeated per program."""
         import triton.language as tl
@@ -282,9 +292,8 @@ class Batch:
         batch = self
 
         def reduce(input, axis, combine_fn, keep_dims=False, **kwargs):
-            single = not isinstance(input, tuple)
-            inputs = (input,) if single else tuple(input)
-            if not any(batch.tensor_batched(t) for t in inputs if isinstance(t, tl.tensor)):
+            single, inputs = batch._operands(input)
+            if inputs is None:
                 return inner(input, axis, combine_fn, keep_dims=keep_dims, **kwargs)
             axis_v = axis.value if isinstance(axis, tl.constexpr) else axis
             shape = list(inputs[0].type.shape) if inputs[0].type.is_block() else []
@@ -325,9 +334,8 @@ class Batch:
         batch = self
 
         def scan(input, axis, combine_fn, reverse=False, **kwargs):
-            single = not isinstance(input, tuple)
-            inputs = (input,) if single else tuple(input)
-            if not any(batch.tensor_batched(t) for t in inputs if isinstance(t, tl.tensor)):
+            single, inputs = batch._operands(input)
+            if inputs is None:
                 return inner(input, axis, combine_fn, reverse=reverse, **kwargs)
             shape = list(inputs[0].type.shape)
             moved = []
