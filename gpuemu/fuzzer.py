@@ -324,9 +324,10 @@ def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: i
             best, best_ev = flat, ev
         for name in _strided_args(best):  # only the layouts the failure needs stay
             if len(_strided_args(best)) > 1:
-                ev = try_case(_contiguous_twin(best, [name]))
+                twin = _contiguous_twin(best, [name])
+                ev = try_case(twin)
                 if ev:
-                    best, best_ev = _contiguous_twin(best, [name]), ev
+                    best, best_ev = twin, ev
         for name in _strided_args(best):  # a view stays a view, but the simplest one: one broken stride
             for layout in simpler_views(best, name):
                 cand = best.replace(layouts=dict(best.layouts, **{name: layout}))

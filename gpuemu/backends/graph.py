@@ -106,6 +106,8 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
     from ..oracle import FAIL, PASS, Verdict
     from ..hook.sampling import dtype_label
 
+    from ..hook.judge import SKETCH_MIN, judge_against
+
     notes: dict = {"eager_max_abs_err": [], "judged": [], "sketched": [], "prefiltered": 0}
     cands = []  # (device ratio, i, c, ref64, scale, tol, label)
     shape_fail = None
@@ -140,8 +142,6 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
     for _, i, c, ref64, scale, tol, label in chosen:
         doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
                "eager's own error against fp64")
-        from ..hook.judge import SKETCH_MIN, judge_against
-
         if c.numel() > SKETCH_MIN:
             notes["sketched"].append(i)
         v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,

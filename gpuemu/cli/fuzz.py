@@ -158,17 +158,16 @@ def run(args) -> int:
     from ..resources import parse_targets, predicting
 
     # a bad --target is one usage line, before any case runs
-    gpu_targets = predicting(parse_targets(args.gpu_targets if args.gpu_targets is not None else settings.fuzz.get("targets")))
-    gpu_targets.__enter__()
+    gpu_targets = parse_targets(args.gpu_targets if args.gpu_targets is not None else settings.fuzz.get("targets"))
     try:
-        result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
-                      strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
-                      shrink_failures=not args.no_shrink, target=args.target, requires=requires,
-                      preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress)
+        with predicting(gpu_targets):
+            result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
+                          strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
+                          shrink_failures=not args.no_shrink, target=args.target, requires=requires,
+                          preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress)
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:
-        gpu_targets.__exit__(None, None, None)
         progress.close()
     err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
         f"(kernel {result.timings.get('kernel', 0):.1f} s)")

@@ -214,7 +214,7 @@ class Runtime:
         self.stats = Stats()
         self.divergences: collections.deque[Divergence] = collections.deque(maxlen=KEEP_DIVERGENCES)
         # the last checks as (source label, kernel/graph/launcher name, outcome, shadow seconds), oldest first
-        self.history: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=KEEP_HISTORY)
+        self.history: collections.deque[tuple[str, str, str, float]] = collections.deque(maxlen=KEEP_HISTORY)
         self.errors: list[str] = []  # the first internal errors, as one line each (for reports and bug reports)
         self._stored_per_key: collections.Counter = collections.Counter()
         self._logged: set = set()

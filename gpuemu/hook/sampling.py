@@ -90,7 +90,7 @@ class Budget:
 
     def headroom(self) -> float:
         """Seconds of shadow work the budget allows right now."""
-        return self.fraction * max(self.clock() - self.start, self.window) - self.spent
+        return self.allowance() - self.spent
 
     def charge(self, seconds: float, source: str | None = None) -> None:
         with self._lock:

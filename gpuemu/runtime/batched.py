@@ -68,7 +68,7 @@ class Batch:
 
     # ------------------------------------------------------------------ recognising batched values
     def scalar_batched(self, data: np.ndarray) -> bool:
-        return self.P > 1 and np.size(data) == self.P and np.size(data) > 1
+        return self.P > 1 and np.size(data) == self.P
 
     def tensor_batched(self, t: Any) -> bool:
         """A ``tl.tensor``: its handle's data has a program axis."""
@@ -93,14 +93,10 @@ class Batch:
         batch = self
         cls = type(builder)
 
-        def orig(name):
-            m = getattr(builder, name)  # the launch's own patch when there is one (numerics, memory)
-            return m
-
         def get_program_id(axis):
             return TH(batch.pids[axis].copy(), tl.int32)
 
-        splat0 = orig("create_splat")
+        splat0 = builder.create_splat  # the launch's own patches when there are (numerics, memory)
 
         def create_splat(ret_ty, arg):
             if batch.scalar_batched(arg.data) and not isinstance(arg.dtype, tl.block_type):
@@ -111,7 +107,7 @@ class Batch:
             return splat0(ret_ty, arg)
 
         def create_unsplat(arg):
-            if np.size(arg.data) == batch.P and batch.P > 1:
+            if batch.scalar_batched(arg.data):
                 return TH(np.asarray(arg.data).reshape(batch.P).copy(), arg.dtype.scalar)
             return cls.create_unsplat(builder, arg)
 
@@ -165,7 +161,7 @@ class Batch:
                 raise NotBatchable(what)
             return fn
 
-        masked_load0 = orig("create_masked_load")
+        masked_load0 = builder.create_masked_load
 
         def create_masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
             if is_volatile:
@@ -226,6 +222,8 @@ class Batch:
         scope.set(tl.tensor, "__bool__", tensor_bool)
         scope.set(tl.tensor, "__index__", tensor_index)
 
+        T0 = tl.tensor.T  # the interpreter's property: what `.T` of a value without a program axis does
+
         def transpose_T(self):
             if batch.tensor_batched(self):
                 assert self.type.is_block()
@@ -233,7 +231,7 @@ class Batch:
                 shape[-1], shape[-2] = shape[-2], shape[-1]
                 data = np.swapaxes(self.handle.data, -1, -2)
                 return tl.core.tensor(TH(data, self.handle.dtype), tl.core.block_type(self.dtype, shape))  # logical
-            return tl.trans(self)
+            return T0.fget(self)
 
         scope.set(tl.tensor, "T", property(transpose_T))
 
