@@ -27,6 +27,10 @@ PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 PRECONDITION, REJECTED = "precondition", "rejected"
 FRAMEWORK_FACTOR = 2.0  # torch's accuracy minifier: a result may be twice as far from fp64 as eager's
 MP_CHECKS = 3  # worst elements re-checked with mpmath before a mismatch is final
+# fp64's own forward error is taken to be at most this many times its model n * 2^-53 * scale (the model is a
+# worst case already; the factor covers libm's few-ulp transcendental functions): a mismatch further from fp64
+# than the bound plus that much cannot be an fp64 artefact, so mpmath is not asked about it
+FP64_TRUST = 64.0
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,8 @@ class Oracle:
         tol = tol or self.tolerances.get(spec.name, dtype)
         verdict = self._judge(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol)
         t2 = time.perf_counter()
-        secs = dict(verdict.seconds, reference=t1 - t0, compare=t2 - t1)
+        mp_s = verdict.seconds.get("mpmath", 0.0)
+        secs = dict(verdict.seconds, reference=t1 - t0, compare=t2 - t1 - mp_s, mpmath=mp_s)
         return _with(verdict, seconds=secs)
 
     def _judge(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol) -> Verdict:
@@ -284,14 +289,20 @@ class Oracle:
         bound = bounds(scale, ref, tol, dtype, rounded=rounded, out_dtype=out_dtype)
         ref_fin, out_fin = ref.isfinite(), out.isfinite()
         note = ""
-        if spec.mp_element is not None:
-            ref, note = self._fp64_guard(spec, inputs64, kwargs, ref, scale, bound)
+        t_mp = time.perf_counter()
+        fp64_err = _fp64_error(spec, inputs64, ref, scale) if spec.mp_element is not None else None
+        if fp64_err is not None:
+            ref, note = self._fp64_guard(spec, inputs64, kwargs, ref, fp64_err, bound)
+        mp_s = time.perf_counter() - t_mp
         err = elementwise_error(out, ref, out_dtype)
         bad = err > bound
         n = int(bad.sum())
         if n and spec.mp_element is not None:
-            n, bad, note2 = self._mpmath_guard(spec, inputs64, kwargs, out, ref, bound, bad)
+            t_mp = time.perf_counter()
+            n, bad, note2 = self._mpmath_guard(spec, inputs64, kwargs, out, ref, bound, bad, fp64_err)
+            mp_s += time.perf_counter() - t_mp
             note = "; ".join(x for x in (note, note2) if x)
+        base = dict(base, seconds={"mpmath": mp_s})  # the guards' share of compare (reported apart by compare())
         if n == 0:
             return Verdict(PASS, reference="fp64+mpmath" if note else "fp64", **base)
         ratio = torch.where(bad, err / bound.clamp_min(1e-300), torch.zeros_like(err))
@@ -357,17 +368,11 @@ class Oracle:
         return (f"within {self.framework_factor:g}x of PyTorch eager's error ({spec.eager_doc}): the kernel's worst "
                 f"element is {_fmt(worst)}x its fp64 bound, eager's {_fmt(eager_worst)}x")
 
-    def _fp64_guard(self, spec, inputs64, kwargs, ref, scale, bound):
-        """Where fp64's own forward error (n * 2^-53 * scale) could reach a tenth of the bound, the fp64
-        reference is not trustworthy: recompute the worst such elements with mpmath (50 digits)."""
+    def _fp64_guard(self, spec, inputs64, kwargs, ref, fp64_err, bound):
+        """Where fp64's own forward error (``fp64_err``, :func:`_fp64_error`) could reach a tenth of the bound, the
+        fp64 reference is not trustworthy: recompute the worst such elements with mpmath (50 digits)."""
         import mpmath
-        import numpy as np
-        import torch
 
-        if scale is None:
-            return ref, ""
-        n_terms = _reduction_length(spec, inputs64)
-        fp64_err = n_terms * 2.0**-53 * torch.maximum(scale, ref.abs())
         shaky = (fp64_err > 0.1 * bound) & ref.isfinite()
         count = int(shaky.sum())
         if count == 0:
@@ -379,40 +384,53 @@ class Oracle:
         checked = 0
         with mpmath.workdps(50):
             for flat in order[:MP_CHECKS]:
-                idx = tuple(int(i) for i in np.unravel_index(int(flat), tuple(ref.shape)))
                 try:
-                    ref.reshape(-1)[int(flat)] = float(spec.mp_element(arrays, full, idx))
+                    ref.reshape(-1)[int(flat)] = float(spec.mp_element(arrays, full, _unravel(int(flat), ref.shape)))
                     checked += 1
                 except Exception:  # the fp64 value stands where mpmath cannot help
                     continue
         return ref, (f"mpmath: fp64 is not accurate enough for this tolerance at {count} element(s); "
                      f"{checked} recomputed with mpmath")
 
-    def _mpmath_guard(self, spec, inputs64, kwargs, out, ref, bound, bad):
-        """Re-check the worst mismatches with mpmath: fp64 itself may be wrong on ill-conditioned inputs."""
-        import mpmath
-        import numpy as np
+    def _mpmath_guard(self, spec, inputs64, kwargs, out, ref, bound, bad, fp64_err=None):
+        """Re-check the worst mismatches with mpmath: fp64 itself may be wrong on ill-conditioned inputs.
 
+        The cost is bounded: at most MP_CHECKS elements, worst first (their error over their bound), and the
+        first one that stays a mismatch ends the check (the verdict is FAIL whatever the rest would say, and the
+        worst ratio it reports is that element's). An element is sent to mpmath only where fp64 could be the one
+        that is wrong: its output finite, and fp64's error (FP64_TRUST times its model) able to reach both half
+        the bound (what the guard requires to overrule fp64) and the mismatch beyond the bound. Unchecked
+        elements stay mismatches, so the bound can never hide a bug. Row-wise element checks share each row's
+        50-digit value (see ops._defs._row_result): a row costs its N mpmath exps once, not per element."""
+        import mpmath
+        import torch
+
+        err = (out - ref).abs()
+        ratio = torch.where(bad, torch.nan_to_num(err / bound.clamp_min(1e-300), nan=math.inf, posinf=math.inf),
+                            torch.full_like(err, -1.0)).reshape(-1)
+        could = bad & out.isfinite()
+        if fp64_err is not None:
+            reach = FP64_TRUST * fp64_err
+            could &= ~ref.isfinite() | ((reach > 0.5 * bound) & (err - bound <= reach))
+        could = could.reshape(-1)
         full = dict(spec.kwargs, **kwargs)
         arrays = {k: (None if v is None else v.numpy()) for k, v in inputs64.items()}
-        err = (out - ref).abs()
-        order = torch_argsort_desc(torch_where_bad(err, bad))[:MP_CHECKS]
         fixed = 0
         bad = bad.clone()
+        flat_bad, flat_out, flat_ref, flat_bound = bad.reshape(-1), out.reshape(-1), ref.reshape(-1), bound.reshape(-1)
         with mpmath.workdps(50):
-            for flat in order:
-                flat = int(flat)
-                if not bool(bad.reshape(-1)[flat]):
-                    continue
-                idx = tuple(int(i) for i in np.unravel_index(flat, tuple(ref.shape)))
+            for flat in ratio.argsort(descending=True)[:MP_CHECKS].tolist():
+                if not bool(flat_bad[flat]) or not bool(could[flat]):
+                    break  # no mismatch left, or one mpmath cannot clear: the verdict is settled
                 try:
-                    exact = float(spec.mp_element(arrays, full, idx))
+                    exact = float(spec.mp_element(arrays, full, _unravel(flat, ref.shape)))
                 except Exception:  # an mpmath failure leaves the fp64 verdict standing
-                    continue
-                if abs(exact - float(ref.reshape(-1)[flat])) > 0.5 * float(bound.reshape(-1)[flat]):
-                    if abs(float(out.reshape(-1)[flat]) - exact) <= float(bound.reshape(-1)[flat]):
-                        bad.reshape(-1)[flat] = False
-                        fixed += 1
+                    break
+                b = float(flat_bound[flat])
+                if not (abs(exact - float(flat_ref[flat])) > 0.5 * b and abs(float(flat_out[flat]) - exact) <= b):
+                    break
+                flat_bad[flat] = False
+                fixed += 1
         n = int(bad.sum())
         note = f"mpmath: the fp64 reference was off at {fixed} checked element(s); judged against mpmath there" if fixed else ""
         return n, bad, note
@@ -500,6 +518,16 @@ def _with(v: Verdict, **changes) -> Verdict:
     return dataclasses.replace(v, **changes)
 
 
+def _fp64_error(spec: ops.OpSpec, inputs64: Mapping[str, Any], ref, scale):
+    """Per element, the model of fp64's own forward error: n * 2^-53 * max(scale, |ref|), n the longest sum;
+    None where the op has no error scale."""
+    import torch
+
+    if scale is None:
+        return None
+    return _reduction_length(spec, inputs64) * 2.0**-53 * torch.maximum(scale, ref.abs())
+
+
 def _reduction_length(spec: ops.OpSpec, inputs64: Mapping[str, Any]) -> int:
     """The longest sum in the op (its reduced or contracted dim), read off the inputs' shapes."""
     n = 1
@@ -530,15 +558,6 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
         flat //= s
     return tuple(reversed(out))
 
-
-def torch_where_bad(err, bad):
-    import torch
-
-    return torch.where(bad, torch.nan_to_num(err, posinf=1e308), torch.full_like(err, -1.0)).reshape(-1)
-
-
-def torch_argsort_desc(v):
-    return v.argsort(descending=True)
 
 
 __all__ = ["Oracle", "Verdict", "Evaluation", "reference", "to_reference_inputs", "output_dtype", "PASS", "FAIL",

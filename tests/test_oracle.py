@@ -187,3 +187,75 @@ def test_no_further_from_fp64_than_pytorch_eager_passes():
 def test_verdict_round_trips():
     v = ORACLE.evaluate(lambda x: good_softmax(x) * 1.01, SOFTMAX).verdict
     assert Verdict.from_dict(v.to_dict()) == v
+
+
+# ---------------------------------------------------------------- the mpmath guard's cost is bounded
+
+
+def _counting(spec, calls):
+    import dataclasses
+
+    def element(inputs, kwargs, index):
+        calls.append(tuple(index))
+        return spec.mp_element(inputs, kwargs, index)
+
+    return dataclasses.replace(spec, mp_element=element)
+
+
+def test_mpmath_guard_skips_mismatches_fp64_cannot_explain():
+    # a log_softmax off by 0.5 everywhere on long rows, and one with inf in every row: fp64's error there is
+    # ~1e-12, so no 50-digit row (N mpmath exps each) is computed, and the verdict is FAIL
+    calls: list = []
+    spec = _counting(ops.get("log_softmax"), calls)
+    x = torch.randn(4, 8192, generator=torch.Generator().manual_seed(0))
+    good = torch.log_softmax(x.double(), -1).float()
+    for wrong in (good + 0.5, torch.where(torch.arange(8192) % 7 == 0, math.inf, good)):
+        v = ORACLE.compare(spec, "fp32", {"x": x}, {}, wrong)
+        assert v.status == FAIL
+        assert v.seconds["mpmath"] >= 0.0
+    assert calls == []
+
+
+def test_mpmath_guard_checks_at_most_a_few_elements_and_hides_no_bug():
+    # every row's fp64 sum loses the 1 (out = 1 is exact), except row 5, where the kernel is plainly wrong
+    from gpuemu.oracle import MP_CHECKS
+
+    calls: list = []
+    spec = _counting(ops.get("sum"), calls)
+    a = float(torch.tensor(1e16, dtype=torch.float32))
+    x = torch.tensor([[a, 1.0, -a]] * 8, dtype=torch.float32)
+    x[5] = torch.tensor([1.0, 2.0, 3.0])
+    out = torch.ones(8)
+    out[5] = 100.0
+    strict = Oracle(ORACLE.tolerances, framework_factor=0)
+    tol = Tolerance(rtol=0.0, atol=1e-3)
+    v = strict.compare(spec, "fp32", {"x": x}, {}, out, tol=tol)
+    # the reference's shakiest elements are recomputed first (MP_CHECKS of them); of the mismatches, row 5 is
+    # the worst against its bound and its error (94) is far past what fp64 could be off by there: FAIL, no more
+    assert len(calls) == MP_CHECKS and (5,) not in calls
+    assert v.status == FAIL and v.index == (5,) and v.mismatched == 8 - MP_CHECKS
+    calls.clear()
+    out[5] = 6.0  # row 5 right: the guard clears the worst rows with mpmath, at most MP_CHECKS of them
+    v = strict.compare(spec, "fp32", {"x": x}, {}, out, tol=tol)
+    assert len(calls) == 2 * MP_CHECKS and v.reference == "fp64+mpmath"
+    assert v.status == FAIL and v.mismatched == 7 - 2 * MP_CHECKS  # a bound: 7 rows need it, 6 were checked
+    x = x[:6]  # rows 0-4 need mpmath, row 5 is right: 2 * MP_CHECKS >= 5 checks clear every mismatch
+    assert strict.compare(spec, "fp32", {"x": x}, {}, out[:6], tol=tol).status == PASS
+
+
+def test_row_wise_mpmath_checks_compute_each_row_once(monkeypatch):
+    import mpmath
+
+    from gpuemu.ops import _defs
+
+    exps = []
+    real_exp = mpmath.exp
+    monkeypatch.setattr(_defs.mpmath, "exp", lambda v: exps.append(1) or real_exp(v))
+    x = torch.randn(2, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).numpy()
+    for name, args in (("log_softmax", {"x": x}), ("softmax", {"x": x}), ("logsumexp", {"x": x})):
+        exps.clear()
+        spec = ops.get(name)
+        with mpmath.workdps(50):
+            for j in range(64 if name != "logsumexp" else 1):
+                spec.mp_element(args, {}, (1, j) if name != "logsumexp" else (1,))
+        assert len(exps) <= 64, (name, len(exps))  # one row's exps, not one row per element

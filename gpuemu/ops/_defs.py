@@ -41,7 +41,10 @@ def _mp_sigmoid(x):
 
 def _mp_lse(row):
     m = max(row)
-    return m + mpmath.log(mpmath.fsum(mpmath.exp(v - m) for v in row))
+    # terms below exp(-cut) of the largest one change no digit of the 50 kept (N <= e^12 of them at most):
+    # skipping them spares an mpmath exp each where logits spread widely
+    cut = m - (mpmath.mp.dps * math.log(10) + 2 * math.log(len(row)) + 10)
+    return m + mpmath.log(mpmath.fsum(mpmath.exp(v - m) for v in row if v > cut))
 
 
 def _elementwise_mp(fn):
@@ -135,17 +138,22 @@ for _name, _act, _mpa, _meaning in (
 _ROWS: dict[int, dict] = {}  # id(array) -> {(fn, row, dps): value}, dropped when the array is
 
 
-def _row_result(fn, x, row_index):
-    """``fn`` of one row at 50 digits, computed once per (array, row, function): the guards check several
-    elements, often of the same row, and a row's mpmath value costs N exps."""
+def _cached(x, fn, row_index, compute):
+    """``compute()`` once per (array ``x``, function ``fn``, row, precision): the guards check several elements,
+    often of the same row, and a row's mpmath value costs N exps (an attention query's, Nk dots)."""
     per_array = _ROWS.get(id(x))
     if per_array is None:
         per_array = _ROWS[id(x)] = {}
         weakref.finalize(x, _ROWS.pop, id(x), None)
     key = (fn, tuple(row_index), mpmath.mp.dps)
     if key not in per_array:
-        per_array[key] = fn(_row(x, row_index))
+        per_array[key] = compute()
     return per_array[key]
+
+
+def _row_result(fn, x, row_index):
+    """``fn`` of one row of ``x`` at the working precision, computed once per (array, row, function)."""
+    return _cached(x, fn, row_index, lambda: fn(_row(x, row_index)))
 
 
 def _red_mp(fn):
@@ -272,11 +280,14 @@ def _layernorm_scale(inputs, kwargs, ref):
     return ((x - mu).abs() + x.abs().mean(-1, keepdim=True)) * rstd * w.abs() + b.abs()
 
 
-def _mp_layernorm(inputs, kwargs, index):
-    row = _row(inputs["x"], index[:-1])
+def _mp_mean_var(row):
     n = len(row)
     mu = mpmath.fsum(row) / n
-    var = mpmath.fsum((v - mu) ** 2 for v in row) / n
+    return row, mu, mpmath.fsum((v - mu) ** 2 for v in row) / n
+
+
+def _mp_layernorm(inputs, kwargs, index):
+    row, mu, var = _row_result(_mp_mean_var, inputs["x"], index[:-1])
     j = index[-1]
     w = mpmath.mpf(float(inputs["weight"][j]))
     b = mpmath.mpf(float(inputs["bias"][j]))
@@ -303,9 +314,12 @@ def _rmsnorm_scale(inputs, kwargs, ref):
     return (x.abs() * rstd + 1e-30) * w.abs()
 
 
+def _mp_mean_square(row):
+    return row, mpmath.fsum(v * v for v in row) / len(row)
+
+
 def _mp_rmsnorm(inputs, kwargs, index):
-    row = _row(inputs["x"], index[:-1])
-    ms = mpmath.fsum(v * v for v in row) / len(row)
+    row, ms = _row_result(_mp_mean_square, inputs["x"], index[:-1])
     j = index[-1]
     return row[j] / mpmath.sqrt(ms + mpmath.mpf(kwargs.get("eps", 1e-6))) * mpmath.mpf(float(inputs["weight"][j]))
 
@@ -410,15 +424,22 @@ def _attention_rounded(inputs, kwargs, ref):
     return p @ va + ps @ va + (p @ va) * ps.sum(-1, keepdim=True)
 
 
-def _mp_attention(inputs, kwargs, index):
-    b, h, i, dcol = index
+def _mp_attention_probs(inputs, causal, b, h, i):
     q = inputs["q"][b, h, i].tolist()
-    ks, vs = inputs["k"][b, h], inputs["v"][b, h]
+    ks = inputs["k"][b, h]
     nq, nk, d = inputs["q"].shape[-2], ks.shape[0], len(q)
     scale = 1 / mpmath.sqrt(d)
-    visible = range(nk) if not kwargs.get("causal") else range(min(nk, i + nk - nq + 1))
-    scores = [_mp_dot(q, ks[j].tolist()) * scale for j in visible]
-    p = _mp_softmax(scores)
+    visible = range(nk) if not causal else range(min(nk, i + nk - nq + 1))
+    return visible, _mp_softmax([_mp_dot(q, ks[j].tolist()) * scale for j in visible])
+
+
+def _mp_attention(inputs, kwargs, index):
+    b, h, i, dcol = index
+    causal = bool(kwargs.get("causal"))
+    # one query's probabilities serve its D output elements: computed once per (query, mask)
+    visible, p = _cached(inputs["q"], (_mp_attention_probs, causal), (b, h, i),
+                         lambda: _mp_attention_probs(inputs, causal, b, h, i))
+    vs = inputs["v"][b, h]
     return mpmath.fsum(pj * mpmath.mpf(float(vs[j, dcol])) for pj, j in zip(p, visible))
 
 
@@ -453,8 +474,8 @@ def _xent_scale(inputs, kwargs, ref):
 
 
 def _mp_xent(inputs, kwargs, index):
-    row = _row(inputs["logits"], index)
-    return _mp_lse(row) - row[int(inputs["target"][tuple(index)])]
+    x = inputs["logits"]
+    return _row_result(_mp_lse, x, index) - mpmath.mpf(float(x[tuple(index)][int(inputs["target"][tuple(index)])]))
 
 
 _add(OpSpec(
