@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import KernelFinding, one_line
-from . import _compat, libdevice, numerics
+from . import _compat, fast, libdevice, numerics
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -448,7 +448,8 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     import triton.language as tl
 
     it = _compat.interp()
-    lang_scope = it._patch_lang(_anchor())
+    lang_scope = fast.patch_lang(_anchor())
+    fast.install(scope)
     builder = it.interpreter_builder
     cls = type(builder)
 
@@ -465,6 +466,10 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     opts = builder.options
     precisions = tuple(dict.fromkeys(tuple(opts.allowed_dot_input_precisions) + _compat.bf16_input_precisions()))
     scope.set(builder, "options", dataclasses.replace(opts, debug=True, allowed_dot_input_precisions=precisions))
+    sem = _compat.semantic()
+    if hasattr(sem, "binary_op_sanitize_overflow_impl"):
+        scope.set(sem, "binary_op_sanitize_overflow_impl",
+                  fast.sanitize_overflow(sem, sem.binary_op_sanitize_overflow_impl))
     # reductions and scans: bf16 / fp16 as the GPU rounds
     for mod in (tl, tl.core):
         scope.set(mod, "reduce", numerics.reduce_wrapper(mod.reduce))

@@ -1,0 +1,103 @@
+"""The runtime's per-launch caches and fast paths (gpuemu.runtime.fast) keep Triton's behaviour exactly."""
+
+import functools
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpuemu.errors import KernelFinding
+from gpuemu.runtime import _compat, fast
+
+
+@triton.jit
+def _index_kernel(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    row = offs * stride  # int32 index arithmetic: overflows when stride is huge
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x + (row - row).to(tl.float32), mask=m)
+
+
+@pytest.mark.parametrize("grid_mode", ["sequential", "batched"])
+def test_int32_overflow_in_index_arithmetic_is_still_a_device_assertion(rt, grid_mode):
+    rt.configure(grid=grid_mode)
+    x, y = torch.randn(64), torch.empty(64)
+    _index_kernel[(4,)](x, y, 64, 3, BLOCK=16)  # no overflow: runs, exact
+    assert torch.equal(x, y)
+    with pytest.raises(KernelFinding) as ei:
+        _index_kernel[(4,)](x, y, 64, 2**30, BLOCK=16)
+    assert ei.value.kind == "assert"
+    assert "int32 overflow detected for operation mul" in str(ei.value)
+
+
+def _snapshot():
+    objs = _compat._language_objects()
+    return {id(o): dict(vars(o)) for o in objs}
+
+
+def _same_patch(a, b) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, functools.partial):
+        return _same_patch(a.func, b.func) and a.args == b.args and a.keywords == b.keywords
+    if isinstance(a, property):
+        return a.fget.__code__ is b.fget.__code__
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    return code_a is not None and code_a is code_b and (a.__kwdefaults__ or {}) == (b.__kwdefaults__ or {})
+
+
+def _patched_state(patch):
+    anchor = type(_snapshot)((lambda: None).__code__, {"tl": tl, "core": tl.core})
+    before = _snapshot()
+    scope = patch(anchor)
+    after = _snapshot()
+    scope.restore()
+    restored = _snapshot()
+    # (inspect.getmembers, inside Triton's patch, gives a class an empty __annotations__: not a patch)
+    return {(oid, k): v for oid, d in after.items() for k, v in d.items()
+            if before[oid].get(k, None) is not v and k != "__annotations__"}, \
+        restored
+
+
+def test_the_recorded_language_patch_is_tritons_own():
+    it = _compat.interp()
+    (ours, ours_after), (theirs, theirs_after) = _patched_state(fast.patch_lang), _patched_state(it._patch_lang)
+    assert ours_after == theirs_after  # restore leaves the language as Triton's own restore does
+    assert ours.keys() == theirs.keys() and len(ours) > 100
+    assert all(_same_patch(ours[k], theirs[k]) for k in ours)
+
+
+@triton.jit
+def _max_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs), 0.0))
+
+
+def test_a_language_changed_after_the_plan_was_recorded_is_patched_as_it_is_now(rt, monkeypatch):
+    x, y = torch.tensor([-1.0, 2.0, -3.0, 4.0]), torch.empty(4)
+    _max_kernel[(1,)](x, y, BLOCK=4)  # the plan is recorded by now
+    assert y.tolist() == [0.0, 2.0, 0.0, 4.0]
+    monkeypatch.setattr(tl, "maximum", tl.minimum)  # another tool swaps a builtin
+    _max_kernel[(1,)](x, y, BLOCK=4)
+    assert y.tolist() == [-1.0, 0.0, -3.0, 0.0]
+
+
+@triton.jit
+def _bad_shape_kernel(y_ptr, N: tl.constexpr):
+    v = tl.full([N], 1.0, tl.float32)
+    tl.store(y_ptr + tl.arange(0, 4), tl.sum(v, axis=0) + tl.zeros([4], tl.float32))
+
+
+@pytest.mark.parametrize("grid_mode", ["sequential", "batched"])
+def test_a_block_shape_triton_rejects_is_still_rejected_after_valid_ones_were_cached(rt, grid_mode):
+    rt.configure(grid=grid_mode)
+    y = torch.empty(4)
+    _bad_shape_kernel[(3,)](y, N=8)
+    assert y.tolist() == [8.0] * 4
+    with pytest.raises(Exception, match="power of 2"):
+        _bad_shape_kernel[(3,)](y, N=6)
