@@ -53,7 +53,7 @@ def eager_attention(q, k, v, causal=False):
     scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1]))
     if causal:
         nq, nk = q.shape[-2], k.shape[-2]
-        keep = torch.ones(nq, nk, dtype=torch.bool).tril(diagonal=nk - nq)
+        keep = torch.ones(nq, nk, dtype=torch.bool, device=q.device).tril(diagonal=nk - nq)
         scores = scores.masked_fill(~keep, float("-inf"))
     probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.matmul(probs, v)
