@@ -450,6 +450,7 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     it = _compat.interp()
     lang_scope = fast.patch_lang(_anchor())
     fast.install(scope)
+    fast.install_operators(scope)
     builder = it.interpreter_builder
     cls = type(builder)
 
@@ -467,7 +468,7 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     precisions = tuple(dict.fromkeys(tuple(opts.allowed_dot_input_precisions) + _compat.bf16_input_precisions()))
     scope.set(builder, "options", dataclasses.replace(opts, debug=True, allowed_dot_input_precisions=precisions))
     sem = _compat.semantic()
-    if hasattr(sem, "binary_op_sanitize_overflow_impl"):
+    if fast.ENABLED and hasattr(sem, "binary_op_sanitize_overflow_impl"):
         scope.set(sem, "binary_op_sanitize_overflow_impl",
                   fast.sanitize_overflow(sem, sem.binary_op_sanitize_overflow_impl))
     # reductions and scans: bf16 / fp16 as the GPU rounds

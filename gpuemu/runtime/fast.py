@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _compat
 
+ENABLED = True  # the constructors, the overflow check and the operators below; tests compare without them
 _MISSING = object()
 _plan_lock = threading.Lock()
 _plan: list[tuple[Any, str, Any, Any]] | None = None  # (object, attribute, value before, value patched)
@@ -125,6 +126,8 @@ _valid_shapes: dict[tuple, int] = {}
 
 def install(scope: Any) -> None:
     """Patch the interpreter's hot helpers for one launch (``scope.set`` restores them)."""
+    if not ENABLED:
+        return
     import math
 
     import triton.language as tl
@@ -193,3 +196,111 @@ def install(scope: Any) -> None:
         return np_dtype0(tt)
 
     scope.set(it, "_get_np_dtype", get_np_dtype)
+
+
+# ---------------------------------------------------------------------- binary operators
+# ``a + b`` on tl.tensors goes: the interpreter's wrapper, tl.tensor.__add__, tl.add, semantic.add,
+# binary_op_type_checking_impl (the computation type, two casts, broadcasting), then the builder. When
+# both operands already have the same scalar type (and the same shape, or one is a scalar), or one is a
+# Python number that Triton's rules give the tensor's type (a float with a float tensor, an int in range
+# with an int32/int64 tensor), every step but the constant, a splat and the builder call is the identity.
+# These operators do just those, through the same (patched) builder and Triton's own scalar_constant and
+# overflow check, and return the same types. Anything else (mixed dtypes, pointers, unsigned or narrow
+# ints, bools, blocks of different shapes, fp16/bf16 division) goes through Triton's path unchanged.
+_FLOATS = ("fp16", "bf16", "fp32", "fp64")
+_INTS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+_OPERATORS = {  # name: (float builder method, signed int builder method, float dtypes, bool result, reflected)
+    "__add__": ("create_fadd", "create_add", _FLOATS, False, False),
+    "__radd__": ("create_fadd", "create_add", _FLOATS, False, True),
+    "__sub__": ("create_fsub", "create_sub", _FLOATS, False, False),
+    "__rsub__": ("create_fsub", "create_sub", _FLOATS, False, True),
+    "__mul__": ("create_fmul", "create_mul", _FLOATS, False, False),
+    "__rmul__": ("create_fmul", "create_mul", _FLOATS, False, True),
+    "__truediv__": ("create_fdiv", None, ("fp32", "fp64"), False, False),  # fp16/bf16 divide in fp32
+    "__rtruediv__": ("create_fdiv", None, ("fp32", "fp64"), False, True),
+    "__lt__": ("create_fcmpOLT", "create_icmpSLT", _FLOATS, True, False),
+    "__le__": ("create_fcmpOLE", "create_icmpSLE", _FLOATS, True, False),
+    "__gt__": ("create_fcmpOGT", "create_icmpSGT", _FLOATS, True, False),
+    "__ge__": ("create_fcmpOGE", "create_icmpSGE", _FLOATS, True, False),
+    "__eq__": ("create_fcmpOEQ", "create_icmpEQ", _FLOATS, True, False),
+    "__ne__": ("create_fcmpUNE", "create_icmpNE", _FLOATS, True, False),
+}
+_SANITIZED = {"create_add": "add", "create_sub": "sub", "create_mul": "mul"}
+
+
+def install_operators(scope: Any) -> None:
+    """Fast tensor operators for one launch; call after the language patches are in."""
+    if not ENABLED:
+        return
+    import triton.language as tl
+
+    core = tl.core
+    tensor, scalar, block_type, constexpr = core.tensor, core.dtype, core.block_type, core.constexpr
+    sem = _compat.semantic()
+    b = sem.builder
+    int1 = tl.int1
+
+    def make(name: str, fop: str, iop: str | None, floats: tuple, boolean: bool, reflected: bool):
+        slow = getattr(tensor, name)  # the interpreter's wrapper of Triton's operator
+        sanitized = _SANITIZED.get(iop) if iop else None
+
+        def op(self, other, *rest, **kwargs):
+            if rest or kwargs:
+                return slow(self, other, *rest, **kwargs)
+            kind = type(other)
+            if kind is constexpr:  # Triton's operators unwrap it first
+                other = other.value
+                kind = type(other)
+            ta = self.type
+            a_block = type(ta) is block_type
+            sa = ta.element_ty if a_block else ta
+            if type(sa) is not scalar:
+                return slow(self, other)
+            nm = sa.name
+            if kind is tensor:
+                to = other.type
+                o_block = type(to) is block_type
+                so = to.element_ty if o_block else to
+                if type(so) is not scalar or so.name != nm:
+                    return slow(self, other)
+            elif kind is float or kind is int:
+                if nm in _INTS:
+                    lo, hi = _INTS[nm]
+                    if kind is not int or not lo <= other <= hi:
+                        return slow(self, other)
+                elif kind is int and not -2**63 <= other < 2**64:
+                    return slow(self, other)
+                other = sem.scalar_constant(other, sa)  # Triton's constant of the tensor's type
+                o_block = False
+            else:
+                return slow(self, other)
+            if nm in floats:
+                method = fop
+            elif nm in _INTS and iop is not None:
+                method = iop
+            else:
+                return slow(self, other)
+            lhs, rhs = (other, self) if reflected else (self, other)
+            l_block, r_block = (o_block, a_block) if reflected else (a_block, o_block)
+            if l_block and r_block:
+                if lhs.type.shape != rhs.type.shape:
+                    return slow(self, other)
+                ty = lhs.type
+            elif l_block:  # the scalar is splat to the block's shape, as broadcast_impl_value does
+                ty = lhs.type
+                rhs = tensor(b.create_splat(block_type(sa, ty.shape), rhs.handle), ty)
+            elif r_block:
+                ty = block_type(sa, rhs.type.shape)
+                lhs = tensor(b.create_splat(ty, lhs.handle), ty)
+            else:
+                ty = lhs.type
+            if sanitized is not None and method is iop:
+                sem.binary_op_sanitize_overflow_impl(lhs, rhs, getattr(sem, sanitized))
+            handle = getattr(b, method)(lhs.handle, rhs.handle)
+            return tensor(handle, ty.with_element_ty(int1) if boolean else ty)
+
+        op.__name__ = name
+        return op
+
+    for name, spec in _OPERATORS.items():
+        scope.set(tensor, name, make(name, *spec))
