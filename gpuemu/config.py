@@ -18,7 +18,7 @@ from .errors import RulePackError
 
 SCHEMA_VERSION = 1
 _DTYPES = ("fp32", "fp16", "bf16")
-_TOP_KEYS = {"schema_version", "name", "tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
+_TOP_KEYS = {"schema_version", "name", "tolerances", "device_tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
              "check", "oracle", "requires"}  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
 _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool,
               "case_timeout": float, "targets": list}
@@ -72,19 +72,36 @@ def _validate(doc: Any, path: str) -> dict:
     unknown = set(doc) - _TOP_KEYS
     if unknown:
         raise _fail(path, sorted(unknown)[0], f"unknown key; allowed: {', '.join(sorted(_TOP_KEYS))}")
-    tols = doc.get("tolerances", {}) or {}
+    _validate_tolerances(doc.get("tolerances", {}) or {}, path, "tolerances")
+    by_device = doc.get("device_tolerances", {}) or {}
+    if not isinstance(by_device, dict):
+        raise _fail(path, "device_tolerances", "expected a mapping of device (cuda) -> op -> dtype -> {rtol, atol}")
+    for dev, tols in by_device.items():
+        if dev not in DEVICE_KINDS:
+            raise _fail(path, f"device_tolerances.{dev}", f"device must be one of {', '.join(DEVICE_KINDS)} "
+                                                          "(tolerances without a device are the CPU's)")
+        _validate_tolerances(tols or {}, path, f"device_tolerances.{dev}")
+    _validate_sections(doc, path)
+    return doc
+
+
+# devices with their own tolerances (``device_tolerances``): a CUDA GPU's arithmetic differs from the interpreter's
+DEVICE_KINDS = ("cuda",)
+
+
+def _validate_tolerances(tols: Any, path: str, where: str) -> None:
     if not isinstance(tols, dict):
-        raise _fail(path, "tolerances", "expected a mapping of op -> dtype -> {rtol, atol}")
+        raise _fail(path, where, "expected a mapping of op -> dtype -> {rtol, atol}")
     for op, per_dtype in tols.items():
         if op != "default":
             from . import ops
 
             if op not in ops.names():
-                raise _fail(path, f"tolerances.{op}", f"{op!r} is not a known op (see 'gpuemu ops')")
+                raise _fail(path, f"{where}.{op}", f"{op!r} is not a known op (see 'gpuemu ops')")
         if not isinstance(per_dtype, dict):
-            raise _fail(path, f"tolerances.{op}", "expected a mapping of dtype -> {rtol, atol}")
+            raise _fail(path, f"{where}.{op}", "expected a mapping of dtype -> {rtol, atol}")
         for dt, entry in per_dtype.items():
-            key = f"tolerances.{op}.{dt}"
+            key = f"{where}.{op}.{dt}"
             if dt not in _DTYPES:
                 raise _fail(path, key, f"dtype must be one of {', '.join(_DTYPES)}")
             if not isinstance(entry, dict) or set(entry) - {"rtol", "atol"} or not {"rtol", "atol"} <= set(entry):
@@ -93,6 +110,9 @@ def _validate(doc: Any, path: str) -> dict:
                 v = entry[k] = _number(entry[k])
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
                     raise _fail(path, f"{key}.{k}", f"must be a number >= 0, got {v!r}")
+
+
+def _validate_sections(doc: dict, path: str) -> None:
     for section, keys in (("fuzz", _FUZZ_KEYS), ("hook", _HOOK_KEYS), ("oracle", _ORACLE_KEYS)):
         sec = doc.get(section, {}) or {}
         if not isinstance(sec, dict):
@@ -140,7 +160,6 @@ def _validate(doc: Any, path: str) -> dict:
             Requires.from_dict(spec)
         except ValueError as e:
             raise _fail(path, f"requires.{target}", str(e)) from None
-    return doc
 
 
 def load_yaml(path: Path) -> dict:
@@ -180,11 +199,13 @@ class Settings:
     sources: dict = field(default_factory=dict)
     oracle: dict = field(default_factory=dict)
     requires: dict = field(default_factory=dict)
+    device_tolerances: dict = field(default_factory=dict)
 
     def tolerance_table(self):
         from .tolerance import ToleranceTable
 
-        return ToleranceTable(self.tolerances, source="+".join(Path(p).name for p in self.layers))
+        return ToleranceTable(self.tolerances, source="+".join(Path(p).name for p in self.layers),
+                              by_device=self.device_tolerances)
 
 
 def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.PathLike | None = None,
@@ -231,4 +252,5 @@ def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.Path
     return Settings(tolerances=merged.get("tolerances", {}), fuzz=fuzz, hook=hook,
                     bindings=merged.get("bindings", {}) or {}, store=store_path,
                     layers=tuple(str(p) for p in ordered), sources=sources,
-                    oracle=dict(merged.get("oracle", {}) or {}), requires=dict(merged.get("requires", {}) or {}))
+                    oracle=dict(merged.get("oracle", {}) or {}), requires=dict(merged.get("requires", {}) or {}),
+                    device_tolerances=dict(merged.get("device_tolerances", {}) or {}))

@@ -590,7 +590,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             if st is not None and result.stored < MAX_STORED and result.store_error is None:
                 try:
                     inputs, _ = materialize(failure.case, "cpu")
-                    path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype), {}), inputs)
+                    path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype, device), {}), inputs)
                     failure = dataclasses.replace(failure, record=str(path))
                     result.stored += 1
                 except StoreError as e:  # a full disk must not end the run: the verdicts still stand

@@ -233,7 +233,7 @@ class Oracle:
         inputs64 = to_reference_inputs(spec, inputs)
         ref, scale = reference(spec, inputs64, kwargs)
         t1 = time.perf_counter()
-        tol = tol or self.tolerances.get(spec.name, dtype)
+        tol = tol or self.tolerances.get(spec.name, dtype, device=getattr(output, "device", None))
         verdict = self._judge(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol)
         t2 = time.perf_counter()
         mp_s = verdict.seconds.get("mpmath", 0.0)
@@ -493,7 +493,7 @@ class Oracle:
                     diff = int((_bits(out2) != first_bits).sum())
                     return done(Verdict(FAIL, "nondeterministic", f"two calls on the same inputs differ at {diff} "
                                                                   f"element{'s' if diff != 1 else ''} (non-deterministic)"))
-        tol = tol or self.tolerances.get(spec.name, case.dtype)
+        tol = tol or self.tolerances.get(spec.name, case.dtype, device=device)
         precision = dot_precision(run1.launches)
         if precision and "tf32" in precision and case.dtype == "fp32" and spec.dims_of_role("contracted", "head"):
             tol = tf32_tolerance(tol)

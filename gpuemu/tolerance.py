@@ -48,22 +48,43 @@ class Tolerance:
 
 
 class ToleranceTable:
-    """``table.get(op, dtype)``: the op's entry for the dtype, else the default entry."""
+    """``table.get(op, dtype)``: the op's entry for the dtype, else the default entry. ``by_device`` holds the
+    entries of devices whose arithmetic differs from the CPU interpreter's (``device_tolerances`` of a rule
+    pack, e.g. the built-in ``calibrated-cuda.yaml``): ``get(op, dtype, device="cuda")`` takes the device's
+    entry for the op where there is one, else the table's own."""
 
-    def __init__(self, entries: Mapping[str, Mapping[str, Mapping[str, float]]], source: str = "rulepack") -> None:
+    def __init__(self, entries: Mapping[str, Mapping[str, Mapping[str, float]]], source: str = "rulepack",
+                 by_device: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]] | None = None) -> None:
         self._entries = entries
         self._source = source
+        self._by_device = dict(by_device or {})
 
-    def get(self, op: str, dtype: str) -> Tolerance:
-        for key in (op, "default"):
-            entry = self._entries.get(key, {}).get(dtype)
+    def get(self, op: str, dtype: str, device: str | None = None) -> Tolerance:
+        kind = device_kind(device)
+        own = self._by_device.get(kind, {}) if kind else {}
+        for table, where in ((own, f"{kind}."), (self._entries, "")):
+            entry = table.get(op, {}).get(dtype)
             if entry is not None:
-                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{key}.{dtype}")
+                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{where}{op}.{dtype}")
+        for table, where in ((own, f"{kind}."), (self._entries, "")):
+            entry = table.get("default", {}).get(dtype)
+            if entry is not None:
+                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{where}default.{dtype}")
         raise RulePackError(f"rule pack has no tolerance for op {op!r}, dtype {dtype} (nor a default); "
                             f"add tolerances.default.{dtype}: {{rtol: ..., atol: ...}}")
 
     def to_dict(self) -> dict:
-        return {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
+        out = {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
+        return out
+
+
+def device_kind(device) -> str | None:
+    """'cuda' for a CUDA device ('cuda', 'cuda:1', a torch.device, a tensor on it), None for the CPU."""
+    if device is None:
+        return None
+    dev = getattr(device, "device", device)
+    text = str(getattr(dev, "type", dev))
+    return "cuda" if text.startswith("cuda") else None
 
 
 SUBNORMAL_SPACING = {"fp32": 2.0**-149, "fp16": 2.0**-24, "bf16": 2.0**-133}

@@ -125,7 +125,7 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
                 shape_fail = (Verdict(FAIL, "shape", f"output {i}: compiled shape {list(c.shape)} != eager "
                                                      f"{list(ref64.shape)}"), i)
             continue
-        tol = tolerances.get("default", label)
+        tol = tolerances.get("default", label, device=dev)
         scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
         eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
         notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)

@@ -37,7 +37,7 @@ def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: Tole
     """
     from ..ops import ArgSpec, OpSpec
 
-    tol = tol or tolerances.get("default", dtype)
+    tol = tol or tolerances.get("default", dtype, device=getattr(output, "device", None))
     if output.numel() > SKETCH_MIN:
         return _judge_sketch(output, reference64, scale64, tol=tol, dtype=dtype, tolerances=tolerances, what=what,
                              scale_doc=scale_doc)
