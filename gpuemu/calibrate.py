@@ -152,9 +152,11 @@ class Fit:
 
 def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None, dtypes: Iterable[str] = ("fp32", "fp16", "bf16"),
               samples: int = 200, seed: int = 0, on_case: Callable[[str, str, int], None] | None = None,
-              evidence: Iterable[tuple[str, Callable]] | None = None) -> list[Fit]:
+              evidence: Iterable[tuple[str, Callable]] | None = None, device: str = "cpu") -> list[Fit]:
     """Fit rtol = p95 over controls of their worst error ratio, x HEADROOM, for ``op``, per dtype. ``evidence``
     controls (default: the op's PyTorch eager form) run on the same cases and are reported against the fit.
+    ``device``: where the controls run (``cuda``: the GPU's own arithmetic, approximate transcendentals and
+    FMA contraction included; the reference is computed on the CPU from the same bytes).
 
     >>> fits = calibrate("relu", samples=5)
     >>> fits[0].rtol
@@ -186,12 +188,14 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
             req = declared(fn)  # a control is judged on the cases its callers can give it
             for i in range(samples):
                 case = req.apply(generate(op, derive_seed(seed, i), dtype=dt))
-                inputs, kwargs = materialize(case)
-                run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs)
+                inputs, kwargs = materialize(case, device)
+                run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs, device=device)
                 if bf16_unfaithful(dt, run.launches):
                     break  # the plain interpreter cannot run bf16 kernels faithfully: no evidence either way
                 if run.error is not None or run.output is None:
                     continue  # a control that raises on a case gives no error ratio for it
+                if device != "cpu":
+                    inputs = materialize(case, "cpu")[0]  # the same bytes: the reference is the CPU's fp64
                 ratio, differs = _case_error(spec, dt, inputs, kwargs, run.output)
                 mine.append(ratio)
                 if name not in seen:
@@ -220,9 +224,42 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
     return fits
 
 
-def rulepack_yaml(fits: list[Fit], *, command: str, seed: int, samples: int) -> str:
-    """A rule pack with the fitted tolerances and their provenance (controls, samples, seed, version)."""
+def device_provenance(device: str) -> dict[str, Any]:
+    """What a fit on ``device`` depends on: the GPU, its capability, driver, CUDA, torch and Triton."""
+    import torch
+
+    out: dict[str, Any] = {"device": device, "torch": str(torch.__version__)}
+    try:
+        import triton
+
+        out["triton"] = str(triton.__version__)
+    except Exception:  # pragma: no cover
+        out["triton"] = None
+    if device.startswith("cuda"):
+        major, minor = torch.cuda.get_device_capability()
+        out.update(gpu=torch.cuda.get_device_name(), capability=f"sm_{major}{minor}", cuda=torch.version.cuda,
+                   driver=_driver_version())
+    return out
+
+
+def _driver_version() -> str | None:
+    import subprocess
+
+    try:
+        got = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return got.stdout.strip().splitlines()[0] if got.returncode == 0 and got.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def rulepack_yaml(fits: list[Fit], *, command: str, seed: int, samples: int, device: str = "cpu") -> str:
+    """A rule pack with the fitted tolerances and their provenance (controls, samples, seed, version). A fit on
+    a GPU is written under ``device_tolerances.cuda``: it applies where the kernel's output is on CUDA, and the
+    CPU interpreter keeps its own."""
     import yaml
+
+    from .tolerance import device_kind
 
     tolerances: dict[str, dict[str, dict[str, float]]] = {}
     stats: dict[str, dict[str, Any]] = {}
@@ -231,16 +268,21 @@ def rulepack_yaml(fits: list[Fit], *, command: str, seed: int, samples: int) -> 
             continue
         tolerances.setdefault(f.op, {})[f.dtype] = {"rtol": f.rtol, "atol": f.atol}
         stats.setdefault(f.op, {})[f.dtype] = f.to_dict()
+    kind = device_kind(device)
     doc = {
         "schema_version": 1,
-        "name": "gpuemu-calibrated",
-        "provenance": {"command": command, "gpuemu": __version__, "seed": seed, "samples_per_control": samples,
+        "name": "gpuemu-calibrated" + (f"-{kind}" if kind else ""),
+        "provenance": {"command": command, "gpuemu": __version__, **device_provenance(device),
+                       "seed": seed, "samples_per_control": samples,
                        "statistic": f"rtol = p{P} over controls of each control's worst per-case error ratio, "
                                     f"x {HEADROOM}; at least {MIN_RTOL} (fp32 unit roundoff) and, for fp16/bf16, the "
                                     "op's fp32 fit; 0 where no control ever differs from the reference",
                        "generated": time.strftime("%Y-%m-%d", time.gmtime()), "stats": stats},
-        "tolerances": tolerances,
     }
+    if kind:
+        doc["device_tolerances"] = {kind: tolerances}
+    else:
+        doc["tolerances"] = tolerances
     header = ("# Generated by gpuemu calibrate; do not edit by hand (rerun provenance.command to regenerate).\n"
               "# rtol per op and dtype = p95 over correct controls of their worst error ratio, x 2 (HEADROOM),\n"
               "# on the op's condition-aware error scale, beyond the final rounding (see gpuemu/calibrate.py).\n")

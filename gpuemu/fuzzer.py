@@ -21,7 +21,7 @@ from .errors import InvalidArgument, StoreError
 from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
-from .runners import Launch, bf16_unfaithful, default_device, interpreting
+from .runners import Launch, bf16_unfaithful, default_device, interpreting, precompile
 from .runners.limits import CaseTimeout, time_limit
 from .store import Store, replay_command, seed_hex
 
@@ -465,7 +465,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          save: bool = True, target: str | None = None, max_failures: int | None = None,
          check_determinism: bool | None = None, requires: Requires | None = None,
          preconditions: str | None = None, case_timeout: float | None = None,
-         on_case: Callable[[int, Case, Verdict], None] | None = None) -> FuzzResult:
+         on_case: Callable[[int, Case, Verdict], None] | None = None,
+         compile_workers: int | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op``.
 
     Cases come from the op's schema (shapes at tile edges, strided layouts, boundary and adversarial
@@ -479,7 +480,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
 
     ``case_timeout`` (seconds; rule pack ``fuzz.case_timeout``) bounds each case: one that runs past it is
     an ERROR verdict of kind ``timeout`` with its seed, and is neither shrunk nor explained. ``seed`` is an
-    int in [0, 2**64) or a decimal/0x-hex string. Ctrl-C raises :class:`FuzzInterrupted` (a
+    int in [0, 2**64) or a decimal/0x-hex string. ``compile_workers`` (rule pack ``fuzz.compile_workers``;
+    CUDA only) processes compile the kernels of the coming cases ahead of the loop (see
+    :mod:`gpuemu.runners.precompile`); 0 compiles in the loop. Ctrl-C raises :class:`FuzzInterrupted` (a
     KeyboardInterrupt) carrying the partial result.
 
     >>> r = fuzz(lambda x: x.softmax(-1), op="softmax", iterations=5, seed=1, save=False)
@@ -533,6 +536,11 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     if st is not None:
         st.ensure_writable()
 
+    workers = int(fz.get("compile_workers", 0) if compile_workers is None else compile_workers)
+    ahead = None
+    if device.startswith("cuda") and workers > 0 and precompile.importable(fn, target):
+        ahead = precompile.start(target, op=op, seed=seed, dtypes=dts, strategy=strategy, iterations=iterations,
+                                 requires=req.to_dict() if req else {}, workers=workers)
     blocks = Blocks()
     active = list(dts)
     shrunk: set[str] = set()  # the first failure of each class (FAIL/ERROR, PRECONDITION) is shrunk
@@ -605,6 +613,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     except KeyboardInterrupt:
         result.interrupted = True
         result.iterations = result.passed + result.failed_cases  # the case cut short has no verdict: not counted
+    finally:
+        if ahead is not None:
+            ahead.stop()
     result.seconds = time.perf_counter() - t_start
     result.timings = dict(run.timings)
     result.blocks = blocks.to_dict()

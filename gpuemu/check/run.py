@@ -197,8 +197,10 @@ def locate_kernels(fn: Callable, names: list[str]) -> list[dict]:
 
 
 def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: tuple[str, ...] | None,
-             strategy: str | None, rulepacks: tuple[str, ...], store: str | None, device: str) -> dict:
-    """Fuzz one launcher; returns ``KernelResult.to_dict()``. Errors of the launcher are results, not raises."""
+             strategy: str | None, rulepacks: tuple[str, ...], store: str | None, device: str,
+             compile_workers: int | None = None) -> dict:
+    """Fuzz one launcher; returns ``KernelResult.to_dict()``. Errors of the launcher are results, not raises.
+    ``compile_workers``: see :func:`gpuemu.fuzzer.fuzz` (0 where the launchers already run in parallel)."""
     from ..errors import GpuemuError, one_line
 
     t0 = time.perf_counter()
@@ -233,7 +235,7 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
 
         result = fuzz(fn, op=entry.op, iterations=iterations, seed=seed, dtypes=list(dtypes) if dtypes else None,
                       strategy=strategy, store=store, rulepack=list(rulepacks), device=device, target=entry.target,
-                      on_case=on_case)
+                      on_case=on_case, compile_workers=compile_workers)
     except GpuemuError as e:
         res.error = str(e)
         res.seconds = time.perf_counter() - t0
@@ -328,7 +330,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
         tasks.append((e, dict(seed=kernel_seed(run_seed, e), iterations=iterations or e.iterations or manifest.iterations,
                               dtypes=e.dtypes or manifest.dtypes, strategy=e.strategy or manifest.strategy,
                               rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store,
-                              device=device)))
+                              device=device, compile_workers=0 if jobs > 1 else None)))
     results: dict[int, KernelResult] = {}
 
     def done(i: int, d: dict) -> None:

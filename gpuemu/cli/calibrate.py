@@ -23,22 +23,40 @@ def register(sub) -> None:
     p.add_argument("--samples", type=int, default=200, help="cases per control and dtype (default 200)")
     p.add_argument("--seed", type=lambda t: int(t, 0), default=0, help="case seed (default 0)")
     p.add_argument("--out", metavar="PATH", default="-", help="rule pack to write ('-' for stdout)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (a fit on cuda is written as the GPU's "
+                                                     "device_tolerances, beside the CPU's)")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="ops fitted at once, in worker processes (default 1)")
     p.set_defaults(run=run)
+
+
+def _fit(op: str, named: list[tuple[str, str]], corpus: list[tuple[str, str]], framework: bool, dtypes: list[str],
+         samples: int, seed: int, device: str) -> list:
+    """Fit one op (in this process or a worker): controls are loaded here from their targets."""
+    from ..calibrate import calibrate, framework_controls
+    from ..target import load
+
+    ctrls = [(name, load(spec)) for name, spec in named + corpus]
+    if framework:
+        ctrls[:0] = framework_controls(op)[:1]
+    return calibrate(op, controls=ctrls, dtypes=dtypes, samples=samples, seed=seed, device=device)
 
 
 def run(args) -> int:
     from .. import ops
-    from ..calibrate import HEADROOM, calibrate, framework_controls, rulepack_yaml
+    from ..calibrate import HEADROOM, rulepack_yaml
     from ..errors import InvalidArgument
     from ..target import load
 
     if args.samples < 1:
         raise InvalidArgument(f"--samples {args.samples}: must be >= 1")
+    if args.jobs < 1:
+        raise InvalidArgument(f"--jobs {args.jobs}: must be >= 1")
     names = ops.names() if args.op == "all" else [ops.get(args.op).name]
-    prepare_device(args.device)
+    device = prepare_device(args.device)
     dtypes = [d for d in args.dtype.split(",") if d.strip()]
-    named = [(t, load(t)) for t in (args.controls or [])]
+    for t in args.controls or []:
+        load(t)  # a target that does not load is a usage error, found before any op is fitted
+    named = [(t, t) for t in (args.controls or [])]
     corpus: dict[str, list] = {}
     if args.corpus:
         from ..corpus import load_manifest, resolve_target
@@ -47,13 +65,21 @@ def run(args) -> int:
             # tolerance controls: the corpus's correct kernels, less the precondition demos and the entries marked
             # `fit: false` (the field's eager patterns: judged against the fit by make soak and the tests)
             if e.correct and not e.expect and e.fit:
-                corpus.setdefault(e.op, []).append((e.target, load(resolve_target(e, Path(args.corpus).resolve().parent.parent.parent))))
+                corpus.setdefault(e.op, []).append((e.target, resolve_target(e, Path(args.corpus).resolve().parent.parent.parent)))
+    framework = not args.controls or args.with_framework  # named controls replace the framework's op unless asked
+    tasks = [(op, named, corpus.get(op, []), framework, dtypes, args.samples, args.seed, device) for op in names]
+    if args.jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker (fork after torch/Triton/CUDA start is unsafe)
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(tasks)),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(_fit, *zip(*tasks)))
+    else:
+        results = [_fit(*t) for t in tasks]
     fits = []
-    for op in names:
-        ctrls = named + corpus.get(op, [])
-        if not args.controls or args.with_framework:  # named controls replace the framework's op unless asked
-            ctrls[:0] = framework_controls(op)[:1]
-        got = calibrate(op, controls=ctrls, dtypes=dtypes, samples=args.samples, seed=args.seed)
+    for op, got in zip(names, results):
         for f in got:
             shown = "".join(f"; {n}: {e['cases_above_fit']}/{e['cases']} above" for n, e in f.evidence.items())
             err(f"{op:14s} {f.dtype}: rtol={f.rtol:.3g} (p95 over {len(f.controls)} control(s) x {HEADROOM:g}; "
@@ -61,7 +87,7 @@ def run(args) -> int:
         fits += got
     cmd = "gpuemu " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("gpuemu") \
         else "gpuemu calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    text = rulepack_yaml(fits, command=cmd, seed=args.seed, samples=args.samples)
+    text = rulepack_yaml(fits, command=cmd, seed=args.seed, samples=args.samples, device=device)
     if args.out == "-":
         sys.stdout.write(text)
     else:

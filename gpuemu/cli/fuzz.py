@@ -33,6 +33,9 @@ def register(sub) -> None:
     p.add_argument("--target", dest="gpu_targets", metavar="SM_XX,...", default=None,
                    help="GPU targets whose launch limits (shared memory, threads) a CPU run enforces, as in "
                         "'gpuemu lint --target' (default: fuzz.targets of the rule pack, else sm_80,sm_90; none: off)")
+    p.add_argument("--compile-workers", metavar="N", type=int, default=None,
+                   help="CUDA only: processes that compile the coming cases' kernels ahead of the loop "
+                        "(rule pack: fuzz.compile_workers, default 8; 0: compile in the loop)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
 
@@ -164,7 +167,8 @@ def run(args) -> int:
             result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
                           strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
-                          preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress)
+                          preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,
+                          compile_workers=args.compile_workers)
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:
