@@ -96,18 +96,24 @@ def sanitize_overflow(semantic: Any, original: Any):
     """A replacement for ``semantic.binary_op_sanitize_overflow_impl`` (bound ``original``) that checks in
     numpy first and runs Triton's check only for a launch whose values overflow."""
 
+    bounds: dict[str, tuple[int, int]] = {}
+
     def check(lhs, rhs, binary_op):
         sca = lhs.type.scalar
         if sca.int_bitwidth >= 64 or not semantic.builder.options.sanitize_overflow:
             return None
         op = _OPS.get(getattr(binary_op, "__name__", ""))
-        if op is None or getattr(binary_op, "__self__", None) is not semantic or rhs.type.scalar != sca \
-                or not sca.is_int():
+        rs = rhs.type.scalar
+        if op is None or getattr(binary_op, "__self__", None) is not semantic or type(rs) is not type(sca) \
+                or rs.name != sca.name or not sca.is_int():
             return original(lhs, rhs, binary_op)
-        # what the semantic computes: both operands cast to int64 (numpy astype), the op in int64 (wrapping)
-        with np.errstate(all="ignore"):
-            ret = op(np.asarray(lhs.handle.data).astype(np.int64), np.asarray(rhs.handle.data).astype(np.int64))
-        if ((ret <= sca.get_int_max_value()) & (ret >= sca.get_int_min_value())).all():
+        lo_hi = bounds.get(sca.name)
+        if lo_hi is None:
+            lo_hi = bounds[sca.name] = (sca.get_int_min_value(), sca.get_int_max_value())
+        # what the semantic computes: both operands cast to int64 (numpy astype), the op in int64 (wrapping,
+        # silently: numpy arrays do not warn on integer overflow)
+        ret = op(np.asarray(lhs.handle.data).astype(np.int64), np.asarray(rhs.handle.data).astype(np.int64))
+        if ((ret >= lo_hi[0]) & (ret <= lo_hi[1])).all():
             return None
         return original(lhs, rhs, binary_op)
 
@@ -240,9 +246,47 @@ def install_operators(scope: Any) -> None:
     b = sem.builder
     int1 = tl.int1
 
+    pointer = core.pointer_type
+    signed = ("int8", "int16", "int32", "int64")
+
+    def addptr(ptr, off):
+        """``ptr + off`` (semantic.add for a pointer and a signed int offset: broadcast, then addptr); None
+        where Triton's path must decide."""
+        kind = type(off)
+        if kind is constexpr:
+            off = off.value
+            kind = type(off)
+        if kind is int:
+            if not -2**31 <= off < 2**31:
+                return None
+            off = sem.scalar_constant(off, tl.int32)  # what to_tensor makes of it
+        elif kind is not tensor:
+            return None
+        to = off.type
+        o_block = type(to) is block_type
+        so = to.element_ty if o_block else to
+        if type(so) is not scalar or so.name not in signed:
+            return None
+        tp = ptr.type
+        p_block = type(tp) is block_type
+        pty = tp.element_ty if p_block else tp
+        if p_block and o_block:
+            if tp.shape != to.shape:
+                return None
+            ty, ph, oh = tp, ptr.handle, off.handle
+        elif p_block:
+            ty, ph, oh = tp, ptr.handle, b.create_splat(block_type(so, tp.shape), off.handle)
+        elif o_block:
+            ty = block_type(pty, to.shape)
+            ph, oh = b.create_splat(ty, ptr.handle), off.handle
+        else:
+            ty, ph, oh = tp, ptr.handle, off.handle
+        return tensor(b.create_addptr(ph, oh), ty)
+
     def make(name: str, fop: str, iop: str | None, floats: tuple, boolean: bool, reflected: bool):
         slow = getattr(tensor, name)  # the interpreter's wrapper of Triton's operator
         sanitized = _SANITIZED.get(iop) if iop else None
+        is_add = fop == "create_fadd"
 
         def op(self, other, *rest, **kwargs):
             if rest or kwargs:
@@ -255,7 +299,18 @@ def install_operators(scope: Any) -> None:
             a_block = type(ta) is block_type
             sa = ta.element_ty if a_block else ta
             if type(sa) is not scalar:
+                if is_add and type(sa) is pointer:
+                    r = addptr(self, other)
+                    if r is not None:
+                        return r
                 return slow(self, other)
+            if is_add and kind is tensor and not reflected:
+                to = other.type
+                if type(to.element_ty if type(to) is block_type else to) is pointer:
+                    r = addptr(other, self)  # int + ptr: Triton swaps them
+                    if r is not None:
+                        return r
+                    return slow(self, other)
             nm = sa.name
             if kind is tensor:
                 to = other.type

@@ -75,9 +75,15 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
     import triton.language as tl
 
     BF16, F32 = tl.bfloat16, tl.float32
+    plain_dtype = tl.core.dtype
 
     def is_bf16(h) -> bool:
-        return getattr(h, "dtype", None) == BF16
+        d = getattr(h, "dtype", None)
+        if d is BF16:
+            return True
+        if type(d) is plain_dtype:  # compared by name; most handles are fp32 or an int
+            return d.name == "bf16"
+        return d is not None and d == BF16
 
     def f32(h):
         return TH(bf16.to_f32(h.data), F32) if is_bf16(h) else h
@@ -93,9 +99,10 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
             return
 
         def fn(*hs, _orig=orig):
-            if any(is_bf16(h) for h in hs):
-                r = _orig(*(f32(h) for h in hs))
-                return TH(bf16.from_f32(np.asarray(r.data, dtype=np.float32)), BF16)
+            for h in hs:
+                if is_bf16(h):
+                    r = _orig(*(f32(h) for h in hs))
+                    return TH(bf16.from_f32(np.asarray(r.data, dtype=np.float32)), BF16)
             return _orig(*hs)
 
         out[name] = fn
