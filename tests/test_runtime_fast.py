@@ -137,3 +137,42 @@ def test_the_corpus_runs_bit_for_bit_the_same_with_and_without_the_fast_paths(rt
             checked += 1
     assert not differ
     assert checked >= 4 * 60 and len(unstable) <= 4, unstable
+
+
+def test_the_arena_fast_translation_equals_the_lane_by_lane_one(monkeypatch):
+    """Random pointers (in bounds, out of bounds, misaligned, in another argument, masked) through
+    Arena.translate with and without its whole-array fast path: the same host addresses or the same error."""
+    import numpy as np
+
+    from gpuemu.runtime.memory import Arena, MemoryError_
+
+    def run(arena, ptrs, mask, size):
+        try:
+            return arena.translate(ptrs, mask, size, "read")
+        except MemoryError_ as e:
+            return str(e)
+
+    rng = np.random.default_rng(0)
+    a, b = torch.zeros(100, dtype=torch.float32), torch.zeros(37, dtype=torch.float16)
+    arena = Arena()
+    pa, pb = arena.add(a, "a"), arena.add(b[5:], "b")
+    outcomes = set()
+    for _ in range(400):
+        base, size = (pa, 4) if rng.random() < 0.6 else (pb, 2)
+        n = int(rng.integers(1, 40))
+        offs = rng.integers(-3, 110, n) * size + (rng.random() < 0.1) * int(rng.integers(1, size))
+        if rng.random() < 0.05:
+            offs = offs + (pb - pa if base == pa else pa - pb)  # into the other argument
+        ptrs = (np.int64(base) + offs).astype(np.uint64)
+        mask = None if rng.random() < 0.3 else rng.random(n) < rng.random()
+        fast_r = run(arena, ptrs, mask, size)
+        with monkeypatch.context() as m:
+            m.setattr(Arena, "_translate_fast", lambda self, addr, active, size: None)
+            slow_r = run(arena, ptrs, mask, size)
+        if isinstance(slow_r, str):
+            assert fast_r == slow_r
+            outcomes.add("error")
+        else:
+            assert isinstance(fast_r, np.ndarray) and fast_r.dtype == slow_r.dtype and np.array_equal(fast_r, slow_r)
+            outcomes.add("ok")
+    assert outcomes == {"ok", "error"}

@@ -499,6 +499,9 @@ def _helper_call(state: LaunchState, scope: _Scope):
     patched_modules: set[int] = set()
 
     def call(self, *args, **kwargs):
+        short = fast.reduce_shortcut(self, args, kwargs)
+        if short is not None:
+            return short
         fn = self.fn
         rw = rewrite(self, fn)
         for c in rw.codes:
@@ -633,6 +636,12 @@ def _assert(state: LaunchState):
     return create_assert
 
 
+def _shaped(data: Any, dtype: Any, shape: tuple) -> np.ndarray:
+    """``data`` as ``dtype`` broadcast to ``shape`` (itself when it already has that shape)."""
+    a = np.asarray(data, dtype=dtype)
+    return a if a.shape == shape else np.broadcast_to(a, shape)
+
+
 def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     import triton.language as tl
 
@@ -652,11 +661,10 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         state.tick()
         ty = ptrs.get_element_ty()
         npd = it._get_np_dtype(ty)
-        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)) if mask is not None else \
-            np.ones(np.shape(ptrs.data), dtype=bool)
+        shape = np.shape(ptrs.data)
+        m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
         real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
-        oth = np.zeros(np.shape(ptrs.data), dtype=npd) if other is None else \
-            np.broadcast_to(np.asarray(other.data, dtype=npd), np.shape(ptrs.data))
+        oth = np.zeros(shape, dtype=npd) if other is None else _shaped(other.data, npd, shape)
         ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
         if is_volatile:
             state.spin_check("a volatile load", real, ret)
@@ -665,13 +673,12 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     def create_masked_store(ptrs, value, mask, cache_modifier, eviction_policy):
         state.tick()
         shape = np.shape(ptrs.data)
-        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape) if mask is not None else \
-            np.ones(shape, dtype=bool)
+        m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
         val = np.asarray(value.data)
         real = translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
         if m.any():
             arena.epoch += 1
-        return native.store(np.ascontiguousarray(real), np.ascontiguousarray(np.broadcast_to(val, shape)),
+        return native.store(np.ascontiguousarray(real), np.ascontiguousarray(_shaped(val, val.dtype, shape)),
                             np.ascontiguousarray(m))
 
     rmw = original("create_atomic_rmw")

@@ -359,3 +359,54 @@ def install_operators(scope: Any) -> None:
 
     for name, spec in _OPERATORS.items():
         scope.set(tensor, name, make(name, *spec))
+
+
+# ---------------------------------------------------------------------- tl.max / tl.min / tl.sum
+# Each is a @triton.jit helper whose body, for the dtypes below, only calls tl.reduce with its combine
+# function (max/min: no bf16 promotion, no upcast below 32 bits, no indices; sum: no dtype picked for
+# these dtypes). Calling that reduce directly skips the helper's rewritten body and its argument handling.
+_REDUCE_PARAMS = {
+    "max": ("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"),
+    "min": ("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"),
+    "sum": ("input", "axis", "keep_dims", "dtype"),
+}
+_MINMAX_DTYPES = ("fp32", "fp64", "int32", "int64", "uint32", "uint64")
+_SUM_DTYPES = ("fp16", "bf16", "fp32", "fp64", "int32", "int64", "uint32", "uint64")
+_reducers: dict[int, tuple[str, Any]] | None = None
+
+
+def reduce_shortcut(jitfn: Any, args: tuple, kwargs: dict) -> Any:
+    """The result of ``jitfn(*args, **kwargs)`` for tl.max / tl.min / tl.sum where the helper's body would
+    only call tl.reduce; None where the helper must run."""
+    global _reducers
+    if not ENABLED:
+        return None
+    import triton.language as tl
+
+    if _reducers is None:
+        std = tl.standard
+        _reducers = {id(std.max): ("max", std._elementwise_max), id(std.min): ("min", std._elementwise_min),
+                     id(std.sum): ("sum", std._sum_combine)}
+    hit = _reducers.get(id(jitfn))
+    if hit is None:
+        return None
+    name, combine = hit
+    params = _REDUCE_PARAMS[name]
+    if len(args) > len(params):
+        return None
+    bound = dict(zip(params, args))
+    for k, v in kwargs.items():
+        if k in bound or k not in params:
+            return None
+        bound[k] = v
+    x = bound.get("input")
+    if type(x) is not tl.core.tensor:
+        return None
+    unwrap = tl.core._unwrap_if_constexpr
+    if unwrap(bound.get("return_indices", False)) is not False or unwrap(bound.get("dtype", None)) is not None:
+        return None
+    ty = x.type
+    sca = ty.element_ty if type(ty) is tl.core.block_type else ty
+    if type(sca) is not tl.core.dtype or sca.name not in (_SUM_DTYPES if name == "sum" else _MINMAX_DTYPES):
+        return None
+    return tl.core.reduce(x, bound.get("axis", None), combine, keep_dims=bound.get("keep_dims", False))

@@ -119,10 +119,17 @@ class Arena:
         """Check the active lanes of ``ptrs`` (virtual, uint64) for an access of ``size`` bytes; return the
         host addresses (inactive lanes point at a harmless valid byte and are not touched)."""
         addr = np.asarray(ptrs, dtype=np.uint64)
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != addr.shape:
+                mask = np.broadcast_to(mask, addr.shape)
+        hit = self._translate_fast(addr, mask, size)
+        if hit is not None:
+            return hit
         if mask is None:
             active = np.ones(addr.shape, dtype=bool)
         else:
-            active = np.broadcast_to(np.asarray(mask, dtype=bool), addr.shape)
+            active = mask
         if not active.any():
             return np.zeros(addr.shape, dtype=np.uint64)
         rid = (addr >> np.uint64(WINDOW_SHIFT)).astype(np.int64)
@@ -136,6 +143,34 @@ class Arena:
             part = self._translate_one(addr, sub, int(r), size, kind)
             out = np.where(sub, part, out)
         return out
+
+    def _translate_fast(self, addr: np.ndarray, active: np.ndarray | None, size: int) -> np.ndarray | None:
+        """The common case in a few whole-array operations: every active lane in one argument, in bounds
+        and aligned. Returns what :meth:`_translate_one` returns for it, or None (anything else, a
+        violation included, takes the lane-by-lane path that describes it)."""
+        if addr.ndim == 0 or addr.size == 0 or size & (size - 1):
+            return None
+        if active is None or active.all():
+            sel, every = addr, True
+        else:
+            sel, every = addr[active], False
+            if sel.size == 0:
+                return None
+        lo_a, hi_a = int(sel.min()), int(sel.max())
+        rid = lo_a >> WINDOW_SHIFT
+        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+            return None
+        r = self.regions[rid - 1]
+        base = r.base
+        if lo_a - base < r.lo or hi_a - base + size > r.hi:
+            return None
+        delta = np.uint64((r.host_ptr - base) % (1 << 64))  # virtual -> host, modulo 2**64 as uint64 adds
+        real = addr + delta
+        if size > 1 and ((real if every else sel + delta) & np.uint64(size - 1)).any():
+            return None
+        if every:
+            return real
+        return np.where(active, real, np.uint64(r.host_ptr + (r.lo if r.hi > r.lo else 0)))
 
     def _translate_one(self, addr, active, rid: int, size: int, kind: str) -> np.ndarray:
         if not 1 <= rid <= len(self.regions):
