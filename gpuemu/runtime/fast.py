@@ -360,6 +360,69 @@ def install_operators(scope: Any) -> None:
     for name, spec in _OPERATORS.items():
         scope.set(tensor, name, make(name, *spec))
 
+    def number(v, sa):
+        """Triton's constant for a Python number beside a tensor of scalar type ``sa`` where its rules give
+        the number that type (binary_op_type_checking_impl); None otherwise."""
+        kind, nm = type(v), sa.name
+        if kind is not float and kind is not int:
+            return None
+        if nm in _INTS:
+            lo, hi = _INTS[nm]
+            if kind is not int or not lo <= v <= hi:
+                return None
+        elif nm not in _FLOATS or (kind is int and not -2**63 <= v < 2**64):
+            return None
+        return sem.scalar_constant(v, sa)
+
+    def select(slow):
+        def where(condition, x, y, *rest, **kwargs):
+            """tl.where(block condition, x, y) where x and y have one scalar type (or are numbers typed as
+            the other) and are blocks of the condition's shape or scalars: splats and create_select, as
+            semantic.where does after its casts and broadcasts."""
+            if rest or kwargs or type(condition) is not tensor:
+                return slow(condition, x, y, *rest, **kwargs)
+            ct = condition.type
+            if type(ct) is not block_type or type(ct.element_ty) is not scalar or ct.element_ty.name != "int1":
+                return slow(condition, x, y)
+            xv = x.value if type(x) is constexpr else x
+            yv = y.value if type(y) is constexpr else y
+            if type(xv) is tensor:
+                xt = xv.type
+                sa = xt.element_ty if type(xt) is block_type else xt
+            elif type(yv) is tensor:
+                yt = yv.type
+                sa = yt.element_ty if type(yt) is block_type else yt
+            else:
+                return slow(condition, x, y)
+            if type(sa) is not scalar or (sa.name not in _FLOATS and sa.name not in _INTS):
+                return slow(condition, x, y)
+            shape = ct.shape
+            handles = []
+            for v in (xv, yv):
+                if type(v) is not tensor:
+                    v = number(v, sa)
+                    if v is None:
+                        return slow(condition, x, y)
+                vt = v.type
+                if type(vt) is block_type:
+                    if vt.element_ty is not sa and (type(vt.element_ty) is not scalar or vt.element_ty.name != sa.name):
+                        return slow(condition, x, y)
+                    if vt.shape != shape:
+                        return slow(condition, x, y)
+                    handles.append(v.handle)
+                else:
+                    if type(vt) is not scalar or vt.name != sa.name:
+                        return slow(condition, x, y)
+                    handles.append(v)
+            ty = block_type(sa, shape)
+            hs = [h if type(h) is not tensor else b.create_splat(ty, h.handle) for h in handles]
+            return tensor(b.create_select(condition.handle, hs[0], hs[1]), ty)
+
+        return where
+
+    for mod in (tl, core):
+        scope.set(mod, "where", select(getattr(mod, "where")))
+
 
 # ---------------------------------------------------------------------- tl.max / tl.min / tl.sum
 # Each is a @triton.jit helper whose body, for the dtypes below, only calls tl.reduce with its combine
