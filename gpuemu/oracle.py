@@ -498,6 +498,13 @@ class Oracle:
         if precision and "tf32" in precision and case.dtype == "fp32" and spec.dims_of_role("contracted", "head"):
             tol = tf32_tolerance(tol)
         v = self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol)
+        if v.status == FAIL:  # a GPU's own arithmetic may leave the result undetermined (gpuemu.device_arith)
+            from .device_arith import undetermined
+
+            why = undetermined(spec.name, inputs, device)
+            if why:
+                v = _with(v, status=REJECTED, kind="undetermined", message=why,
+                          detail=f"not judged on this device; the comparison said: {v.message}")
         if precision:
             source = {str(lch.options.get("dot_precision_source")) for lch in run1.launches
                       if lch.options.get("dot_precision_source")}
