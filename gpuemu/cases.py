@@ -26,7 +26,7 @@ _DTYPE_ALIASES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp
 _FMAX = {"fp32": 3.4028234663852886e38, "fp16": 65504.0, "bf16": 3.3895313892515355e38}
 _TINY = {"fp32": 1.1754943508222875e-38, "fp16": 6.103515625e-05, "bf16": 1.1754943508222875e-38}
 
-REGULAR_VALUES = ("normal", "uniform", "positive")
+REGULAR_VALUES = ("normal", "uniform", "positive", "negative")
 BOUNDARY_VALUES = ("zeros", "ties", "tiny", "near_max")
 ADVERSARIAL_VALUES = ("large_spread", "cancellation", "spike")
 DISTRIBUTIONS = REGULAR_VALUES + BOUNDARY_VALUES + ADVERSARIAL_VALUES
@@ -164,6 +164,8 @@ def value_params(dist: str, spec: ops.OpSpec, dtype: str, dims: Mapping[str, int
         return {"low": -1.0, "high": 1.0}
     if dist == "positive":  # post-ReLU activations, probabilities: one sign, so sums never cancel
         return {"low": 0.0, "high": 1.0}
+    if dist == "negative":  # log-probabilities, masked scores: every value below zero, so a 0 is no neutral max
+        return {"low": -1.0, "high": 0.0}
     if dist == "zeros":
         return {}
     if dist == "ties":
@@ -191,7 +193,7 @@ def _float_values(dist: str, params: Mapping[str, float], shape: tuple[int, ...]
     block = rng.next_u64()
     if dist in ("normal", "large_spread", "tiny"):
         v = normal(block, n) * params["scale"]
-    elif dist in ("uniform", "positive"):
+    elif dist in ("uniform", "positive", "negative"):
         v = params["low"] + uniform01(block, n) * (params["high"] - params["low"])
     elif dist == "zeros":
         v = np.zeros(n)
@@ -506,8 +508,34 @@ def _pick_batch(rng: Rng, kind: str) -> tuple[int, ...]:
 STRATEGIES = ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided", "boundary_values",
               "adversarial_values", "default")
 _SHAPE_WEIGHTS = {"regular": 2, "random": 2, "boundary": 3, "tile_edge": 3, "adversarial": 1}
-_VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "positive": 2, "zeros": 1, "ties": 1, "tiny": 1, "near_max": 1,
-                  "large_spread": 3, "cancellation": 2, "spike": 2}
+_VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "positive": 2, "negative": 1, "zeros": 1, "ties": 1, "tiny": 1,
+                  "near_max": 1, "large_spread": 3, "cancellation": 2, "spike": 2}
+# extra weight where a bug class of the op needs those values (by the op's schema, never by a kernel):
+# - an additive reduction or a contraction (sum, mean, cumsum, the norms' moments, matmul's K) goes wrong in
+#   precision only on one-signed rows: a running total kept in fp16/bf16 loses bits only while the sum grows
+#   (positive), a one-pass variance cancels only under a large common offset (cancellation);
+# - a max-type reduction (amax, argmax, softmax, logsumexp, cross_entropy) goes wrong with a masked lane filled
+#   with 0 (neutral for a sum, not for a max) only when every real value is below 0 (negative);
+# - an index output (argmax) is decided by which of several equal values wins: ties and all-equal rows.
+_ADDITIVE_VALUE_BOOST = {"positive": 2, "cancellation": 2}
+_MAX_VALUE_BOOST = {"negative": 2}
+_INDEX_VALUE_BOOST = {"ties": 4, "zeros": 1}
+
+
+def value_weights(spec: ops.OpSpec) -> dict[str, int]:
+    """The default strategy's weights of the value distributions for ``spec`` (see the boosts' comment)."""
+    weights = dict(_VALUE_WEIGHTS)
+    boosts = []
+    if spec.magnitude in ("sum", "norm") or spec.dims_of_role("contracted"):
+        boosts.append(_ADDITIVE_VALUE_BOOST)
+    if spec.magnitude == "any" and spec.dims_of_role("reduced"):
+        boosts.append(_MAX_VALUE_BOOST)
+    if spec.out_kind == "index":
+        boosts.append(_INDEX_VALUE_BOOST)
+    for boost in boosts:
+        for k, w in boost.items():
+            weights[k] += w
+    return weights
 
 
 def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", blocks: Blocks | None = None,
@@ -585,7 +613,7 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
     elif strategy == "adversarial_values":
         values = rng.choice(ADVERSARIAL_VALUES)
     else:
-        values = rng.weighted(_VALUE_WEIGHTS)
+        values = rng.weighted(value_weights(spec))
     if shape_kind == "long_row" and long_rng.below(2) == 0:
         values = "large_spread"  # logits past exp's (88) and exp2's (128) overflow: a max-free path shows
     return Case(op=op, dtype=dtype, dims=dims, seed=seed, batch=batch, layouts=layouts, values=values,
@@ -597,6 +625,15 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
 
 _VIEW_ONE_IN, _VIEW_TENTHS = 10, 3  # a view layout in 3 of 10 default cases, in half the "strided" ones
 _VIEW_WEIGHTS = {"row": 3, "outer": 2, "perm": 1}
+# an argument with batch/head/token structure (3 or more named dims: rope's x[B,N,H,D], attention's k) is where
+# an outer dim's stride gets assumed (b * N * stride_n): such ops get views in 4 of 10 cases, and their views
+# are mostly KV-cache and fused-projection slices and head-major storage
+_VIEW_TENTHS_STRUCTURED = 4
+_VIEW_WEIGHTS_STRUCTURED = {"row": 2, "outer": 3, "perm": 2}
+
+
+def _structured(arg: ops.ArgSpec) -> bool:
+    return len([d for d in arg.shape if d != "..."]) >= 3
 
 
 def _view_kinds(arg: ops.ArgSpec, dims: Mapping[str, int], batch: tuple[int, ...]) -> list[tuple[str, str]]:
@@ -614,6 +651,21 @@ def _view_kinds(arg: ops.ArgSpec, dims: Mapping[str, int], batch: tuple[int, ...
     return out
 
 
+def _breaking_views(arg: ops.ArgSpec, dims: Mapping[str, int], batch: tuple[int, ...]) -> list[tuple[str, str]]:
+    """The views of :func:`_view_kinds` that break a stride at these sizes, where there are such: a slice along a
+    dim breaks the stride of the dim outside it, which no kernel can get wrong where that dim has one element
+    (B = 1: a KV-cache slice along N would test nothing there, a head slice or head-major storage still does)."""
+    shape, names = arg.resolve(dims, batch), dim_names(arg, batch)
+    kinds = _view_kinds(arg, dims, batch)
+
+    def breaks(layout: str) -> bool:  # a stride that a kernel deriving it from the sizes gets wrong
+        strides, _ = view_geometry(shape, names, layout)
+        return any(shape[k] > 1 and strides[k] != math.prod(shape[k + 1:]) for k in range(len(shape)))
+
+    breaking = [(kind, dim) for kind, dim in kinds if breaks(f"perm:{dim}" if kind == "perm" else f"padded:{dim}+1")]
+    return breaking or kinds
+
+
 def _view_layout(rng: Rng, kind: str, dim: str, size: int) -> str:
     if kind == "perm":
         return f"perm:{dim}"
@@ -626,9 +678,10 @@ def _view_layout(rng: Rng, kind: str, dim: str, size: int) -> str:
 def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
                 layouts: dict[str, str], *, often: bool) -> None:
     """Replace some arguments' layouts by views that real callers make (see LAYOUTS' comment), in place."""
-    if rng.below(_VIEW_ONE_IN) >= (_VIEW_ONE_IN // 2 if often else _VIEW_TENTHS):
+    tenths = _VIEW_TENTHS_STRUCTURED if any(_structured(a) for a in spec.args) else _VIEW_TENTHS
+    if rng.below(_VIEW_ONE_IN) >= (_VIEW_ONE_IN // 2 if often else tenths):
         return
-    cands = [(a, k) for a in spec.args if layouts[a.name] != "none" and (k := _view_kinds(a, dims, batch))]
+    cands = [(a, k) for a in spec.args if layouts[a.name] != "none" and (k := _breaking_views(a, dims, batch))]
     if not cands:
         return
     chosen = [c for c in cands if rng.below(2) == 1] or [rng.choice(cands)]
@@ -636,7 +689,8 @@ def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tupl
         by_kind: dict[str, list[str]] = {}
         for kind, dim in kinds:
             by_kind.setdefault(kind, []).append(dim)
-        kind = rng.weighted({k: w for k, w in _VIEW_WEIGHTS.items() if k in by_kind})
+        weights = _VIEW_WEIGHTS_STRUCTURED if _structured(arg) else _VIEW_WEIGHTS
+        kind = rng.weighted({k: w for k, w in weights.items() if k in by_kind})
         dim = rng.choice(by_kind[kind])
         size = 0 if kind == "perm" else arg.resolve(dims, batch)[dim_names(arg, batch).index(dim)]
         layouts[arg.name] = _view_layout(rng, kind, dim, max(size, 1))
@@ -655,7 +709,8 @@ def simpler_views(case: Case, name: str) -> list[str]:
     return []
 
 
-_LONG_ROW_ONE_IN = 16  # default strategy: one case in this many has a row of several blocks
+_LONG_ROW_ONE_IN = 10  # default strategy: one case in this many has a row of several blocks (a cross-block bug
+# of a chunked path, C > 4096, showed first at iteration 2-44 over 5 seeds at one in 16)
 _LONG_ROW_MAX = 16384  # reduced and contracted dims of those cases (OpSpec.long_rows raises it per dim)
 
 
