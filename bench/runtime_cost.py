@@ -52,13 +52,14 @@ def _once(fn, args, kwargs) -> tuple[float, int, str]:
 
 
 def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
-    """Best of ``repeat`` per mode, the modes interleaved (plain, sequential, batched, plain, ...) so that a
-    burst of load on the machine hits all three alike. Returns {mode: (seconds, programs, note)} and the
+    """Best of ``repeat`` per mode, the modes interleaved and rotated (plain, sequential, batched, then
+    sequential, batched, plain, ...) so that a burst of load on the machine hits all three alike. Returns {mode: (seconds, programs, note)} and the
     batched launches' reports."""
     best: dict[str, tuple[float, int, str]] = {}
     reports: list = []
-    for _ in range(repeat):
-        for mode in ("plain", "sequential", "batched"):
+    order = ["plain", "sequential", "batched"]
+    for i in range(repeat):
+        for mode in order[i % 3:] + order[:i % 3]:  # each mode in each position: none always follows plain
             if mode == "plain":
                 runtime.deactivate()
             else:

@@ -57,6 +57,14 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or (type(a) is types.MethodType and type(b) is types.MethodType and a == b)
 
 
+def _unchanged(now: Any, before: Any) -> bool:
+    """The attribute still holds what the plan found, or a patch Triton's interpreter left behind: a plain
+    TRITON_INTERPRET launch leaves tl.core's range, static_range, static_assert, multiple_of, max_contiguous
+    and max_constancy patched (see _compat.unpatched_language); the plan sets them as the interpreter does
+    and puts Triton's own definitions back afterwards."""
+    return _same(now, before) or _compat._is_interpreter_patch(now)
+
+
 def _record(anchor: Any) -> list[tuple[Any, str, Any, Any]]:
     """Run Triton's own _patch_lang once, note (object, name, before, after) for every attribute it set,
     and undo it."""
@@ -77,7 +85,7 @@ def patch_lang(anchor: Any) -> LangScope:
     global _plan
     with _plan_lock:
         plan = _plan
-        if plan is None or not all(_same(getattr(obj, name, _MISSING), before) for obj, name, before, _ in plan):
+        if plan is None or not all(_unchanged(getattr(obj, name, _MISSING), before) for obj, name, before, _ in plan):
             plan = _plan = _record(anchor)
     undo = []
     for obj, name, before, after in plan:
