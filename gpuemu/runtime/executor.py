@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import inspect
+import operator
 import sys
 import threading
 import time
@@ -589,11 +590,29 @@ def _patch_libdevice(scope: _Scope, lang_scope) -> None:
         scope.set(module, name, wrapped)
 
 
+_alias_cache: dict[int, tuple[tuple, tuple, int, list]] = {}  # id(globals) -> keys, values, stubs, aliases
+
+
 def _patch_aliases(scope: _Scope, g: dict) -> None:
     """Module globals bound to tl builtins under other names (``cast = tl.cast``, ``from triton.language
-    import load``) or to libdevice stubs: point them at the interpreter-routed versions for the launch."""
+    import load``) or to libdevice stubs: point them at the interpreter-routed versions for the launch.
+    What to patch is worked out once per module and reused while its globals are the same objects."""
+    keys, values = tuple(g), tuple(g.values())
+    hit = _alias_cache.get(id(g))
+    if hit is not None and hit[0] == keys and hit[2] == len(_stub_cache) \
+            and all(map(operator.is_, hit[1], values)):
+        aliases = hit[3]
+    else:
+        aliases = _aliases(g)
+        _alias_cache[id(g)] = (keys, values, len(_stub_cache), aliases)  # holds the values: ids stay unique
+    for key, wrapper in aliases:
+        scope.set_item(g, key, wrapper)
+
+
+def _aliases(g: dict) -> list[tuple[str, Callable]]:
     import triton.language as tl
 
+    out = []
     for key, value in list(g.items()):
         if key.startswith("__") or isinstance(value, type) or not callable(value):
             continue
@@ -604,9 +623,10 @@ def _patch_aliases(scope: _Scope, g: dict) -> None:
         except Exception:
             builtin = False
         if builtin:
-            scope.set_item(g, key, _semantic_wrapper(value))
+            out.append((key, _semantic_wrapper(value)))
         elif id(value) in _stub_cache:
-            scope.set_item(g, key, _semantic_wrapper(_stub_cache[id(value)]))
+            out.append((key, _semantic_wrapper(_stub_cache[id(value)])))
+    return out
 
 
 def _extern(state: LaunchState):

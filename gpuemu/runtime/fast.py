@@ -20,6 +20,8 @@ Both keep their results exactly:
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 import types
 from typing import Any
@@ -31,25 +33,44 @@ from . import _compat
 ENABLED = True  # the constructors, the overflow check and the operators below; tests compare without them
 _MISSING = object()
 _plan_lock = threading.Lock()
-_plan: list[tuple[Any, str, Any, Any]] | None = None  # (object, attribute, value before, value patched)
+_plan: "_Plan | None" = None
 
 
 class LangScope:
     """The language patches of one launch; ``restore()`` puts every attribute back."""
 
-    def __init__(self, undo: list[tuple[Any, str, Any]]) -> None:
-        self._undo = undo
+    def __init__(self, plan: "_Plan | None") -> None:
+        self._plan = plan
 
     def restore(self) -> None:
-        while self._undo:
-            obj, name, old = self._undo.pop()
-            if old is _MISSING:
-                try:
-                    delattr(obj, name)
-                except AttributeError:
-                    pass
-            else:
-                setattr(obj, name, old)
+        plan, self._plan = self._plan, None
+        if plan is None:
+            return
+        list(map(setattr, plan.set_objs, plan.set_names, plan.set_values))
+        for obj, name in plan.absent:
+            try:
+                delattr(obj, name)
+            except AttributeError:
+                pass
+
+
+class _Plan:
+    """The attributes Triton's _patch_lang sets, as columns (applied and checked with map, in C)."""
+
+    def __init__(self, entries: list[tuple[Any, str, Any, Any]]) -> None:
+        self.objs = [e[0] for e in entries]
+        self.names = [e[1] for e in entries]
+        self.befores = [e[2] for e in entries]
+        self.afters = [e[3] for e in entries]
+        kept = [e for e in entries if e[2] is not _MISSING]
+        self.set_objs, self.set_names, self.set_values = [e[0] for e in kept], [e[1] for e in kept], [e[2] for e in kept]
+        self.absent = [(e[0], e[1]) for e in entries if e[2] is _MISSING]
+
+    def unchanged(self) -> bool:
+        now = list(map(getattr, self.objs, self.names, itertools.repeat(_MISSING, len(self.objs))))
+        if all(map(operator.is_, now, self.befores)):
+            return True
+        return all(map(_unchanged, now, self.befores))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -85,16 +106,10 @@ def patch_lang(anchor: Any) -> LangScope:
     global _plan
     with _plan_lock:
         plan = _plan
-        if plan is None or not all(_unchanged(getattr(obj, name, _MISSING), before) for obj, name, before, _ in plan):
-            plan = _plan = _record(anchor)
-    undo = []
-    for obj, name, before, after in plan:
-        undo.append((obj, name, before))
-        if after is _MISSING:
-            delattr(obj, name)
-        else:
-            setattr(obj, name, after)
-    return LangScope(undo)
+        if plan is None or not plan.unchanged():
+            plan = _plan = _Plan(_record(anchor))
+    list(map(setattr, plan.objs, plan.names, plan.afters))  # Triton's patches only set attributes
+    return LangScope(plan)
 
 
 _OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
