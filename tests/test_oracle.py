@@ -259,3 +259,14 @@ def test_row_wise_mpmath_checks_compute_each_row_once(monkeypatch):
             for j in range(64 if name != "logsumexp" else 1):
                 spec.mp_element(args, {}, (1, j) if name != "logsumexp" else (1,))
         assert len(exps) <= 64, (name, len(exps))  # one row's exps, not one row per element
+
+
+def test_the_guards_time_is_reported_apart_from_the_comparison():
+    import gpuemu
+
+    v = ORACLE.compare(ops.get("log_softmax"), "fp32", {"x": torch.randn(3, 40)}, {}, torch.zeros(3, 40))
+    assert v.status == FAIL and {"reference", "compare", "mpmath"} <= set(v.seconds)
+    assert min(v.seconds.values()) >= 0.0
+    r = gpuemu.fuzz(lambda x: torch.log_softmax(x.float(), -1).to(x.dtype), op="log_softmax", iterations=3, seed=1,
+                    save=False)
+    assert "mpmath" in r.timings and "mpmath" in r.to_dict()["timings"]
