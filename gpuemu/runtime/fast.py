@@ -151,6 +151,7 @@ def sanitize_overflow(semantic: Any, original: Any):
 # whatever check is live (the batched grid's accepts a leading program axis of any size).
 _tensor_shapes: dict[tuple, tuple] = {}
 _valid_shapes: dict[tuple, int] = {}
+_names: dict[tuple, str] = {}  # (shape, scalar dtype name) -> block_type name
 
 
 def install(scope: Any) -> None:
@@ -202,7 +203,13 @@ def install(scope: Any) -> None:
                 self.element_ty = element_ty
                 self.shape = key
                 self.numel = numel
-                self.name = f'<{key}, {element_ty}>'
+                nkey = (key, element_ty.name) if type(element_ty) is core.dtype else None
+                name = _names.get(nkey) if nkey is not None else None
+                if name is None:
+                    name = f'<{key}, {element_ty}>'
+                    if nkey is not None:
+                        _names[nkey] = name
+                self.name = name
                 return
         bt_init0(self, element_ty, shape)
 
