@@ -453,6 +453,53 @@ def install_operators(scope: Any) -> None:
     for mod in (tl, core):
         scope.set(mod, "where", select(getattr(mod, "where")))
 
+    cache = sem._str_to_load_cache_modifier("")
+    eviction = sem._str_to_eviction_policy("")
+
+    def loader(slow):
+        def load(pointer, mask=None, other=None, *rest, **kwargs):
+            """tl.load of a block of pointers with an int1 mask block of its shape (or none) and an optional
+            ``other``: what semantic.load does for it (splat and cast ``other`` with Triton's own cast, then
+            the builder's masked load), without its argument checks and broadcasts."""
+            if rest or kwargs or type(pointer) is not tensor:
+                return slow(pointer, mask, other, *rest, **kwargs)
+            pt = pointer.type
+            if type(pt) is not block_type or type(pt.element_ty) is not pointer:
+                return slow(pointer, mask, other)
+            elt = pt.element_ty.element_ty
+            if type(elt) is not scalar or elt.name == "int1":
+                return slow(pointer, mask, other)
+            shape = pt.shape
+            if mask is None:
+                if other is not None:
+                    return slow(pointer, mask, other)
+                return tensor(b.create_load(pointer.handle, cache, eviction, False), block_type(elt, shape))
+            mt = mask.type if type(mask) is tensor else None
+            if type(mt) is not block_type or mt.shape != shape or type(mt.element_ty) is not scalar \
+                    or mt.element_ty.name != "int1":
+                return slow(pointer, mask, other)
+            if other is not None:
+                if type(other) is constexpr:
+                    other = other.value
+                o = other if type(other) is tensor else sem.to_tensor(other) if type(other) in (int, float) else None
+                if o is None:
+                    return slow(pointer, mask, other)
+                ot = o.type
+                if type(ot) is block_type:
+                    if ot.shape != shape:
+                        return slow(pointer, mask, other)
+                else:
+                    ty = block_type(ot, shape)
+                    o = tensor(b.create_splat(ty, o.handle), ty)
+                other = sem.cast(o, elt)
+            return tensor(b.create_masked_load(pointer.handle, mask.handle, other.handle if other else None, cache,
+                                               eviction, False), block_type(elt, shape))
+
+        return load
+
+    for mod in (tl, core):
+        scope.set(mod, "load", loader(getattr(mod, "load")))
+
 
 # ---------------------------------------------------------------------- tl.max / tl.min / tl.sum
 # Each is a @triton.jit helper whose body, for the dtypes below, only calls tl.reduce with its combine
