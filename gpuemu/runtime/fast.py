@@ -500,6 +500,49 @@ def install_operators(scope: Any) -> None:
     for mod in (tl, core):
         scope.set(mod, "load", loader(getattr(mod, "load")))
 
+    store_cache = sem._str_to_store_cache_modifier("")
+    void = tl.void
+
+    def storer(slow):
+        def store(pointer, value, mask=None, *rest, **kwargs):
+            """tl.store to a block of pointers with a value of its shape (or a scalar or number, splat) and an
+            int1 mask block of its shape (or none): Triton's cast of the value, then the builder's store, as
+            semantic.store issues them, without its argument checks and broadcasts."""
+            if rest or kwargs or type(pointer) is not tensor:
+                return slow(pointer, value, mask, *rest, **kwargs)
+            pt = pointer.type
+            if type(pt) is not block_type or type(pt.element_ty) is not pointer or pt.element_ty.is_const():
+                return slow(pointer, value, mask)
+            elt = pt.element_ty.element_ty
+            if type(elt) is not scalar or elt.name == "int1":
+                return slow(pointer, value, mask)
+            shape = pt.shape
+            if mask is not None:
+                mt = mask.type if type(mask) is tensor else None
+                if type(mt) is not block_type or mt.shape != shape or type(mt.element_ty) is not scalar \
+                        or mt.element_ty.name != "int1":
+                    return slow(pointer, value, mask)
+            v = value.value if type(value) is constexpr else value
+            v = v if type(v) is tensor else sem.to_tensor(v) if type(v) in (int, float) else None
+            if v is None:
+                return slow(pointer, value, mask)
+            vt = v.type
+            if type(vt) is block_type:
+                if vt.shape != shape:
+                    return slow(pointer, value, mask)
+            else:
+                ty = block_type(vt, shape)
+                v = tensor(b.create_splat(ty, v.handle), ty)
+            v = sem.cast(v, elt)
+            if mask is None:
+                return tensor(b.create_store(pointer.handle, v.handle, store_cache, eviction), void)
+            return tensor(b.create_masked_store(pointer.handle, v.handle, mask.handle, store_cache, eviction), void)
+
+        return store
+
+    for mod in (tl, core):
+        scope.set(mod, "store", storer(getattr(mod, "store")))
+
 
 # ---------------------------------------------------------------------- tl.max / tl.min / tl.sum
 # Each is a @triton.jit helper whose body, for the dtypes below, only calls tl.reduce with its combine
