@@ -77,7 +77,20 @@ def encode_tensors(tensors: Mapping[str, Any]) -> bytes:
         data[name] = flat.clone()
         meta[f"{name}.view"] = json.dumps({"size": list(t.shape), "stride": list(t.stride()),
                                            "offset": t.storage_offset()})
-    return save(data, metadata=meta)
+    return _canonical_header(save(data, metadata=meta))
+
+
+def _canonical_header(blob: bytes) -> bytes:
+    """The same bytes for the same tensors in every process: safetensors writes its JSON header from a hash map
+    whose order changes from process to process, so the content hash that names a snapshot would too (the same
+    failure found by two workers became two snapshots). The header is rewritten with sorted keys, padded with
+    spaces to its original length (the data offsets do not move)."""
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    if len(text) > n:  # pragma: no cover - compact JSON is never longer than what safetensors wrote
+        return blob
+    return blob[:8] + text + b" " * (n - len(text)) + blob[8 + n:]
 
 
 def decode_tensors(blob: bytes) -> dict[str, Any]:

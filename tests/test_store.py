@@ -119,3 +119,17 @@ def test_record_is_json_with_schema(store):
     rec = json.loads(path.read_text())
     assert rec["schema_version"] == 1 and len(rec["snapshot"]["sha256"]) == 64
     assert ops.get(rec["case"]["op"])
+
+
+def test_snapshot_bytes_do_not_depend_on_the_process():
+    """The content hash names a snapshot: the same tensors must give the same bytes in every process (safetensors
+    orders its header by a per-process hash map)."""
+    import subprocess
+    import sys
+
+    code = ("import hashlib, torch; from gpuemu.store import encode_tensors; "
+            "t = {k: torch.arange(12.).reshape(3, 4)[:, 1:] for k in 'abcdefgh'}; "
+            "print(hashlib.sha256(encode_tensors(t)).hexdigest())")
+    got = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+           for _ in range(3)}
+    assert len(got) == 1

@@ -302,8 +302,10 @@ def versions() -> dict[str, str | None]:
 
 def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | None = None,
               iterations: int | None = None, store: str | None = None, rulepacks: tuple[str, ...] = (),
-              on_done: Callable[[KernelResult], None] | None = None) -> CheckResult:
-    """Fuzz every launcher of ``manifest``; ``jobs`` > 1 runs them in that many worker processes.
+              on_done: Callable[[KernelResult], None] | None = None, ray: str | None = None) -> CheckResult:
+    """Fuzz every launcher of ``manifest``; ``jobs`` > 1 runs them in that many worker processes, and ``ray``
+    (``local`` for a cluster started here, ``auto`` for the ambient one, or an address) runs them as Ray tasks
+    (:mod:`gpuemu.check.on_ray`): the same work units and seeds, so the same verdicts.
 
     Precedence for each run setting: the argument here (CLI flag) > the manifest entry > the manifest's
     top level > the rule pack default.
@@ -319,7 +321,13 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
     from .. import config
 
     # a broken rule pack is the project's configuration error (exit 2), found before any worker starts
-    layers = list(config.resolve(rulepacks=packs, store=store).layers)
+    resolved = config.resolve(rulepacks=packs, store=store)
+    layers = list(resolved.layers)
+    if ray is not None:  # tasks write into temporary stores; their files land in this one, named in full
+        from .on_ray import require_ray
+
+        require_ray()
+        store = str(Path(resolved.store).resolve())
     for e in manifest.kernels:
         if e.rulepacks:
             config.resolve(rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store)
@@ -330,7 +338,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
         tasks.append((e, dict(seed=kernel_seed(run_seed, e), iterations=iterations or e.iterations or manifest.iterations,
                               dtypes=e.dtypes or manifest.dtypes, strategy=e.strategy or manifest.strategy,
                               rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store,
-                              device=device, compile_workers=0 if jobs > 1 else None)))
+                              device=device, compile_workers=0 if jobs > 1 or ray is not None else None)))
     results: dict[int, KernelResult] = {}
 
     def done(i: int, d: dict) -> None:
@@ -339,7 +347,12 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
         if on_done:
             on_done(kr)
 
-    if jobs <= 1:
+    if ray is not None:
+        from .on_ray import execute
+
+        jobs = execute(tasks, address=ray, root=manifest.root, store=store, device=device,
+                       num_cpus=jobs if jobs > 1 else None, done=done)
+    elif jobs <= 1:
         _worker_init(device)
         for i, (e, kw) in enumerate(tasks):
             done(i, fuzz_one(e, **kw))

@@ -24,6 +24,9 @@ def register(sub) -> None:
                    help="only manifest entries whose KEY equals VALUE (KEY!=VALUE: differs, or is absent), "
                         "e.g. --select correct=true (repeatable; all must hold)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: the manifest's, else CPUs)")
+    p.add_argument("--ray", metavar="ADDRESS", nargs="?", const="local", default=None,
+                   help="run the launchers as tasks on a Ray cluster: ADDRESS (host:6379, ray://host:10001), 'auto' "
+                        "for the ambient cluster, or none for a local cluster of --jobs CPUs (needs gpuemu[ray])")
     p.add_argument("--iterations", "-n", type=int, default=None, help="cases per launcher (overrides the manifest)")
     p.add_argument("--seed", type=_seed, default=None, help="run seed (overrides the manifest; default: random)")
     p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
@@ -132,12 +135,19 @@ def run(args) -> int:
         raise InvalidArgument(f"no launcher of {manifest.path} matches the -k/--select filters")
     manifest = dataclasses.replace(manifest, kernels=kernels)
     jobs = args.jobs or manifest.jobs or min(len(kernels), os.cpu_count() or 1)
-    err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {jobs} worker"
-        f"{'s' if jobs != 1 else ''} · device {device}")
+    if args.ray is not None:
+        from ..check.on_ray import require_ray
+
+        require_ray()  # one usage line before anything runs
+        where_ray = "a local Ray cluster" if args.ray == "local" else f"Ray cluster {args.ray}"
+        err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {where_ray} · device {device}")
+    else:
+        err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {jobs} worker"
+            f"{'s' if jobs != 1 else ''} · device {device}")
     progress = _Progress(len(kernels))
     try:
         result = run_check(manifest, device=device, jobs=jobs, seed=args.seed, iterations=args.iterations,
-                           store=args.store, rulepacks=tuple(args.rulepack), on_done=progress)
+                           store=args.store, rulepacks=tuple(args.rulepack), on_done=progress, ray=args.ray)
     finally:
         progress.close()
     width = 160

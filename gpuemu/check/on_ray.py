@@ -1,0 +1,139 @@
+"""``gpuemu check --ray``: the manifest's launchers as Ray tasks, one result and one store on the driver.
+
+Each launcher of the manifest is one task (the same unit a local ``--jobs`` worker runs: :func:`fuzz_one` with the
+same kernel seed, so verdicts do not depend on where or in which order tasks run). A task fuzzes into a store of
+its own, in a temporary folder of the worker's machine, and returns the result with every file of that store
+(records, snapshots, the runs' notes) as bytes; the driver writes them into its store, where every replay line
+points (``gpuemu reproduce`` needs no Ray). Shrinking and hints run in the task; the driver never re-runs a kernel.
+
+A worker lost mid-task (its process killed, its node gone) is retried by Ray (``max_retries``); only a task that
+finished returns a result, and each task's result is taken once, so nothing is lost or counted twice.
+Resources per task: one CPU, and one GPU for ``--device cuda``. On the ambient or a remote cluster
+(``address``), the manifest's folder travels as the job's working directory (Ray skips what ``.gitignore`` names,
+and the folders in :data:`EXCLUDES`); with no address a local cluster is started on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InvalidArgument
+
+EXCLUDES = [".git", ".venv", "venv", ".gpuemu", "__pycache__", "node_modules", "bench/out", ".snap", ".whl"]
+MAX_RETRIES = 3
+
+
+def require_ray():
+    """The ``ray`` module, or one usage line saying how to get it."""
+    try:
+        import ray
+    except ImportError:
+        raise InvalidArgument("--ray needs Ray: pip install 'gpuemu[ray]' (or pip install ray)") from None
+    return ray
+
+
+def execute(tasks: list[tuple[Any, dict]], *, address: str | None, root: str, store: str, device: str,
+            num_cpus: int | None, done: Callable[[int, dict], None]) -> int:
+    """Run ``tasks`` ([(entry, fuzz_one keyword arguments)]) as Ray tasks; ``done(i, result)`` as each finishes.
+    Returns the cluster's CPU count (the run's parallelism)."""
+    ray = require_ray()
+    remote_dir = address not in (None, "", "local")
+    started_here = not ray.is_initialized()
+    if started_here:
+        kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        if remote_dir:  # the launchers' files travel with the job
+            kw.update(address=address, runtime_env={"working_dir": root, "excludes": EXCLUDES})
+        elif num_cpus:
+            kw["num_cpus"] = num_cpus
+        try:
+            ray.init(**kw)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise InvalidArgument(f"--ray {address or ''}: cannot connect to a Ray cluster ({e}); give its address "
+                                  "(host:6379, ray://host:10001) or 'auto' for the ambient one") from None
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        # the CPU interpreter must be on before a launcher's module is imported in the worker
+        env = {"env_vars": {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}}
+        unit = ray.remote(_unit).options(num_cpus=1, num_gpus=1 if device.startswith("cuda") else 0,
+                                         max_retries=MAX_RETRIES, retry_exceptions=False, runtime_env=env)
+        refs = {}
+        for i, (entry, kw) in enumerate(tasks):
+            shipped = _relative(entry, root) if remote_dir else entry
+            refs[unit.remote(shipped, {k: v for k, v in kw.items() if k != "store"})] = i
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                i = refs[ref]
+                entry = tasks[i][0]
+                try:
+                    result, files, tmp_root = ray.get(ref)
+                except Exception as e:  # retries exhausted (the worker died every time): that launcher's error
+                    from .run import KernelResult
+
+                    result = KernelResult(target=entry.target, op=entry.op, seed=tasks[i][1]["seed"],
+                                          error=f"Ray task failed after {MAX_RETRIES} retries: {type(e).__name__}: "
+                                                f"{str(e).splitlines()[0] if str(e) else ''}").to_dict()
+                    files, tmp_root = {}, None
+                done(i, _land(result, files, tmp_root, store, entry, root if remote_dir else None))
+    finally:
+        if started_here:
+            ray.shutdown()
+    return cpus
+
+
+def _relative(entry, root: str):
+    """The entry with its target relative to the manifest's folder (the job's working directory on the workers)."""
+    import dataclasses
+
+    file, _, fn = entry.target.rpartition(":")
+    try:
+        rel = os.path.relpath(file, root)
+    except ValueError:
+        return entry
+    if rel.startswith(".."):
+        return entry
+    return dataclasses.replace(entry, target=f"{rel}:{fn}")
+
+
+def _unit(entry, kw: dict) -> tuple[dict, dict[str, bytes], str]:
+    """One task: fuzz one launcher into a temporary store; return its result and that store's files."""
+    from .run import fuzz_one
+
+    tmp = tempfile.mkdtemp(prefix="gpuemu-ray-store-")
+    try:
+        result = fuzz_one(entry, store=tmp, **kw)
+        files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*")
+                 if p.is_file() and not p.name.startswith(".tmp-")}
+        return result, files, tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _land(result: dict, files: dict[str, bytes], tmp_root: str | None, store: str, entry,
+          root: str | None) -> dict:
+    """Write a task's store files into the driver's store and make every path in the result name the driver's."""
+    from ..store import _atomic_write
+
+    def here(data: bytes) -> bytes:
+        text = data.decode("utf-8")
+        if tmp_root:
+            text = text.replace(json.dumps(tmp_root)[1:-1], json.dumps(str(store))[1:-1])
+        if root is not None:  # targets were shipped relative to the working directory: give them back whole
+            rel = _relative(entry, root).target
+            text = text.replace(json.dumps(rel)[1:-1], json.dumps(entry.target)[1:-1])
+        return text.encode("utf-8")
+
+    for rel, data in sorted(files.items()):
+        dest = Path(store) / rel
+        if rel.startswith("snapshots/"):
+            if not dest.exists():  # content-addressed: the same bytes whoever wrote them
+                _atomic_write(dest, data)
+        else:
+            _atomic_write(dest, here(data))
+    return json.loads(here(json.dumps(result).encode()))
