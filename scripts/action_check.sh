@@ -31,6 +31,7 @@ args=(check --sarif "$sarif" --html "$html" --json "$json" --junit "$junit" --ma
 [[ -n "${INPUT_SEED:-}" ]] && args+=(--seed "$INPUT_SEED")
 [[ -n "${INPUT_JOBS:-}" ]] && args+=(--jobs "$INPUT_JOBS")
 [[ -n "${INPUT_DEVICE:-}" ]] && args+=(--device "$INPUT_DEVICE")
+if [[ "${INPUT_RAY:-}" == "local" ]]; then args+=(--ray); elif [[ -n "${INPUT_RAY:-}" ]]; then args+=(--ray "$INPUT_RAY"); fi
 attestation=""
 if [[ -n "${INPUT_ATTEST_KEY:-}" ]]; then
   attestation="gpuemu-report.dsse.json"
