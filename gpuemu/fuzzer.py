@@ -466,7 +466,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          check_determinism: bool | None = None, requires: Requires | None = None,
          preconditions: str | None = None, case_timeout: float | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None,
-         compile_workers: int | None = None) -> FuzzResult:
+         compile_workers: int | None = None, framework: str | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op``.
 
     Cases come from the op's schema (shapes at tile edges, strided layouts, boundary and adversarial
@@ -484,6 +484,10 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     CUDA only) processes compile the kernels of the coming cases ahead of the loop (see
     :mod:`gpuemu.runners.precompile`); 0 compiles in the loop. Ctrl-C raises :class:`FuzzInterrupted` (a
     KeyboardInterrupt) carrying the partial result.
+
+    ``framework`` ('torch', 'jax' or 'tf'; default: detected from ``fn``'s module, see
+    :mod:`gpuemu.frameworks`): a JAX/Pallas or TensorFlow launcher gets the same cases' tensors by DLPack
+    and its output is judged by the same oracle; its cases run with contiguous inputs (no strides there).
 
     >>> r = fuzz(lambda x: x.softmax(-1), op="softmax", iterations=5, seed=1, save=False)
     >>> r.ok
@@ -508,6 +512,10 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     target = target or describe(fn)
     req = declared(fn).merge(from_project(target, settings.requires)).merge(requires or Requires())
     req.check_against(spec)
+    from .frameworks import adapt, no_strides_reason, resolve
+
+    fw = resolve(fn, framework)  # a JAX or TF launcher gets torch-made cases by DLPack (gpuemu.frameworks)
+    fn = adapt(fn, fw, index_output=spec.out_kind == "index")
     if isinstance(dtypes, str):
         dtypes = [d for d in dtypes.split(",") if d.strip()]
     dts = [canonical_dtype(d) for d in (dtypes or fz.get("dtypes", ["fp32", "fp16", "bf16"]))]
@@ -538,7 +546,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
 
     workers = int(fz.get("compile_workers", 0) if compile_workers is None else compile_workers)
     ahead = None
-    if device.startswith("cuda") and workers > 0 and precompile.importable(fn, target):
+    if fw == "torch" and device.startswith("cuda") and workers > 0 and precompile.importable(fn, target):
         ahead = precompile.start(target, op=op, seed=seed, dtypes=dts, strategy=strategy, iterations=iterations,
                                  requires=req.to_dict() if req else {}, workers=workers)
     blocks = Blocks()
@@ -547,6 +555,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     t_start = time.perf_counter()
     i = 0
     case_index = 0
+    flattened = 0
     try:
         while result.iterations < iterations and active:
             dtype = active[case_index % len(active)]
@@ -554,6 +563,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             case_index += 1
             case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks,
                                       long_rows="long rows" not in result.skipped))
+            if fw != "torch" and not case.is_contiguous():  # same seed and values, dense (no strides there)
+                case = _contiguous_twin(case)
+                flattened += 1
             ev = run(case)
             _learn(blocks, spec, ev.launches)
             # a row past the size caps that a GPU refuses to launch (one block per row): the launcher's design
@@ -598,7 +610,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             if st is not None and result.stored < MAX_STORED and result.store_error is None:
                 try:
                     inputs, _ = materialize(failure.case, "cpu")
-                    path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype, device), {}), inputs)
+                    path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype, device),
+                                           {"framework": fw} if fw != "torch" else {}), inputs)
                     failure = dataclasses.replace(failure, record=str(path))
                     result.stored += 1
                 except StoreError as e:  # a full disk must not end the run: the verdicts still stand
@@ -617,6 +630,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         if ahead is not None:
             ahead.stop()
     result.seconds = time.perf_counter() - t_start
+    if flattened:
+        result.skipped["non-contiguous layouts"] = no_strides_reason(fw, flattened, case_index)
     result.timings = dict(run.timings)
     result.blocks = blocks.to_dict()
     _finish_replay_lines(result, st, settings)
@@ -762,7 +777,8 @@ def _shrink_and_explain_inner(run: _Runner, case: Case, ev: Evaluation, verdict:
 
 
 def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Callable | None = None,
-              target: str | None = None, device: str | None = None, rulepack: Iterable[str] = ()) -> "Replay":
+              target: str | None = None, device: str | None = None, rulepack: Iterable[str] = (),
+              framework: str | None = None) -> "Replay":
     """Re-run a stored failure on its exact stored input bytes; returns the new verdict beside the stored one.
 
     >>> replay = reproduce("0x6f3a91")   # doctest: +SKIP
@@ -778,6 +794,9 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
     rec, tensors = st.fetch(text, target)
     case = Case.from_dict(rec["case"])
     fn = fn or load(rec["target"])
+    from .frameworks import adapt, resolve
+
+    fn = adapt(fn, resolve(fn, framework or rec.get("framework")), index_output=case.spec.out_kind == "index")
     device = device or default_device()
     from .cases import to_device
 

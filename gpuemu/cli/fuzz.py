@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--compile-workers", metavar="N", type=int, default=None,
                    help="CUDA only: processes that compile the coming cases' kernels ahead of the loop "
                         "(rule pack: fuzz.compile_workers, default 8; 0: compile in the loop)")
+    p.add_argument("--framework", choices=("torch", "jax", "tf"), default=None,
+                   help="what the launcher is written against (default: detected from its module); a jax or tf "
+                        "launcher gets the same cases by DLPack, with contiguous inputs only")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
 
@@ -134,6 +137,9 @@ def run(args) -> int:
     requires.check_against(spec)
     device = prepare_device(args.device)
     fn = load(args.target)
+    from ..frameworks import resolve
+
+    framework = resolve(fn, args.framework)  # a missing jax/tensorflow or an ambiguous module: one line here
     from ..cases import canonical_dtype, generate
     from ..fuzzer import check_signature
 
@@ -154,7 +160,8 @@ def run(args) -> int:
     # the header comes with the first case, so that a usage error found inside fuzz() stays one line
     progress = _Progress(total, f"fuzzing {spec.name}",
                          header=f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
-                         + (" (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
+                         + (f" · {framework} launcher" if framework != "torch" else
+                            " (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
     from ..fuzzer import FuzzInterrupted
 
     interrupted = False
@@ -168,7 +175,7 @@ def run(args) -> int:
                           strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
                           preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,
-                          compile_workers=args.compile_workers)
+                          compile_workers=args.compile_workers, framework=framework)
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:

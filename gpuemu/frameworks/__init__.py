@@ -1,0 +1,128 @@
+"""Launchers outside PyTorch: JAX (with Pallas) and TensorFlow.
+
+A case is materialised exactly as for a torch launcher (same RNG, same bytes, :func:`gpuemu.cases.materialize`);
+:func:`adapt` wraps a JAX or TensorFlow launcher in a torch-facing callable that hands those tensors over by
+DLPack (no copy where the framework allows it), calls the launcher, and brings its output back as a torch
+tensor for the same :class:`gpuemu.oracle.Oracle`. Everything downstream (shrinking, hints, the store,
+``gpuemu reproduce``) sees an ordinary launcher.
+
+Neither framework's arrays have strides or a storage offset: a non-contiguous layout cannot be expressed,
+so the fuzzer runs every case of such a launcher with contiguous inputs and says so (:data:`NO_STRIDES`).
+
+>>> detect(lambda x: x)   # a plain function in a module without jax or tensorflow
+'torch'
+
+jax and tensorflow are imported only when a launcher needs them (``import gpuemu`` stays cheap).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+from ..errors import InvalidArgument
+
+FRAMEWORKS = ("torch", "jax", "tf")
+_ALIASES = {"torch": "torch", "pytorch": "torch", "jax": "jax", "pallas": "jax", "tf": "tf", "tensorflow": "tf"}
+_LABEL = {"jax": "JAX", "tf": "TensorFlow"}
+_EXTRA = {"jax": "jax", "tf": "tf"}
+_PACKAGE = {"jax": "jax", "tf": "tensorflow"}
+
+
+def canonical(name: str | None) -> str | None:
+    """'tensorflow' -> 'tf'; None stays None (detect it); an unknown name raises InvalidArgument."""
+    if name is None:
+        return None
+    try:
+        return _ALIASES[str(name).strip().lower()]
+    except KeyError:
+        raise InvalidArgument(f"framework {name!r} is not known; use one of {', '.join(FRAMEWORKS)} "
+                              "(or leave it out to detect it from the launcher's module)") from None
+
+
+def _roots(obj: Any) -> set[str]:
+    """Top-level package names that an object's type or module comes from."""
+    names = {(getattr(type(obj), "__module__", "") or "").split(".")[0]}
+    names.add((getattr(obj, "__module__", "") or "").split(".")[0])
+    return names
+
+
+def detect(fn: Callable) -> str:
+    """The framework a launcher is written against: 'jax', 'tf' or 'torch'.
+
+    A jitted JAX function or a ``tf.function`` says so by its type. Otherwise the launcher's module decides:
+    one that imports jax (jax.numpy, Pallas) or tensorflow and neither torch nor triton is that framework's;
+    anything else is torch, as before. A module importing both jax and tensorflow is ambiguous: pass
+    ``framework=``.
+    """
+    inner = fn
+    for _ in range(8):  # decorators (functools.wraps) keep the original under __wrapped__
+        roots = _roots(inner)
+        if roots & {"jax", "jaxlib"}:
+            return "jax"
+        if "tensorflow" in roots:
+            return "tf"
+        nxt = getattr(inner, "__wrapped__", None) or getattr(inner, "python_function", None)
+        if nxt is None or nxt is inner:
+            break
+        inner = nxt
+    mod = sys.modules.get(getattr(inner, "__module__", "") or "")
+    if mod is None:
+        return "torch"
+    seen = set()
+    for v in list(vars(mod).values()):
+        name = getattr(v, "__name__", "") if isinstance(v, type(sys)) else (getattr(v, "__module__", "") or "")
+        if isinstance(name, str) and name:
+            seen.add(name.split(".")[0])
+    if seen & {"torch", "triton"}:
+        return "torch"
+    has_jax, has_tf = bool(seen & {"jax", "jaxlib"}), "tensorflow" in seen
+    if has_jax and has_tf:
+        raise InvalidArgument(f"{getattr(mod, '__name__', 'the module')} imports both jax and tensorflow: "
+                              "pass --framework jax|tf (framework= in gpuemu.fuzz)")
+    return "jax" if has_jax else "tf" if has_tf else "torch"
+
+
+def resolve(fn: Callable, framework: str | None) -> str:
+    """``framework`` when given (checked), else :func:`detect`."""
+    return canonical(framework) or detect(fn)
+
+
+def backend(framework: str):
+    """The conversion module of a framework ('jax' or 'tf'); one clear line when it is not installed."""
+    import importlib
+
+    try:
+        importlib.import_module(_PACKAGE[framework])
+    except ImportError as e:
+        raise InvalidArgument(f"the launcher is written against {_LABEL[framework]}, which is not installed here "
+                              f"({e}); install it with: pip install 'gpuemu[{_EXTRA[framework]}]'") from None
+    return importlib.import_module(f"gpuemu.frameworks._{framework}")
+
+
+def no_strides_reason(framework: str, flattened: int, total: int) -> str:
+    """Why a framework's launcher got no strided case (the fuzz summary prints it)."""
+    return (f"{_LABEL[framework]} arrays have no strides; {flattened} of {total} cases drawn with a view ran with "
+            "contiguous inputs (same seed, same values)")
+
+
+def adapt(fn: Callable, framework: str, *, index_output: bool = False) -> Callable:
+    """A torch-facing launcher around ``fn`` (a JAX or TensorFlow launcher): torch tensors in by DLPack, the
+    framework's output back as a torch tensor that owns its memory. ``index_output``: the op returns int64
+    indices, which JAX without x64 returns as int32; those are widened (exactly) to int64.
+    ``framework='torch'`` returns ``fn`` itself."""
+    if framework == "torch":
+        return fn
+    conv = backend(framework)
+
+    @functools.wraps(fn)
+    def launcher(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*[conv.to_native(a) for a in args], **kwargs)
+        return conv.to_torch(out, index_output=index_output)
+
+    launcher.__gpuemu_framework__ = framework  # type: ignore[attr-defined]
+    return launcher
+
+
+__all__ = ["FRAMEWORKS", "adapt", "backend", "canonical", "detect", "no_strides_reason", "resolve"]
