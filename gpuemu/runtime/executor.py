@@ -504,7 +504,7 @@ def _helper_call(state: LaunchState, scope: _Scope):
 
     def call(self, *args, **kwargs):
         short = fast.reduce_shortcut(self, args, kwargs)
-        if short is not None:
+        if short is not None and fast.SHADOW is None:
             return short
         fn = self.fn
         rw = rewrite(self, fn)
@@ -519,7 +519,11 @@ def _helper_call(state: LaunchState, scope: _Scope):
             _patch_aliases(scope, g)
         args = tuple(_DtypeConstexpr.wrap(a) for a in args)
         kwargs = {k: _DtypeConstexpr.wrap(v) for k, v in kwargs.items()}
-        return rw.fn(*args, **kwargs)
+        out = rw.fn(*args, **kwargs)
+        if short is not None:  # a test's shadow check: the shortcut's result against the helper's
+            fast.SHADOW(fn.__name__, short, out)
+            return short
+        return out
 
     return call
 

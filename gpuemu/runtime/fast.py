@@ -31,6 +31,9 @@ import numpy as np
 from . import _compat
 
 ENABLED = True  # the constructors, the overflow check and the operators below; tests compare without them
+# Tests set SHADOW to a callable(name, fast result, Triton's result): every fast path then also runs Triton's
+# path for the same arguments and hands both results over (a store writes the same values twice).
+SHADOW: Any = None
 _MISSING = object()
 _plan_lock = threading.Lock()
 _plan: "_Plan | None" = None
@@ -264,6 +267,19 @@ _OPERATORS = {  # name: (float builder method, signed int builder method, float 
 _SANITIZED = {"create_add": "add", "create_sub": "sub", "create_mul": "mul"}
 
 
+def _shadowed(name: str, fast_fn: Any, slow_fn: Any) -> Any:
+    """``fast_fn`` as installed: itself, or under a test's SHADOW also Triton's path, both results compared."""
+    if SHADOW is None:
+        return fast_fn
+
+    def both(*args, **kwargs):
+        out = fast_fn(*args, **kwargs)
+        SHADOW(name, out, slow_fn(*args, **kwargs))
+        return out
+
+    return both
+
+
 def install_operators(scope: Any) -> None:
     """Fast tensor operators for one launch; call after the language patches are in."""
     if not ENABLED:
@@ -388,7 +404,7 @@ def install_operators(scope: Any) -> None:
         return op
 
     for name, spec in _OPERATORS.items():
-        scope.set(tensor, name, make(name, *spec))
+        scope.set(tensor, name, _shadowed(name, make(name, *spec), getattr(tensor, name)))
 
     def number(v, sa):
         """Triton's constant for a Python number beside a tensor of scalar type ``sa`` where its rules give
@@ -451,8 +467,9 @@ def install_operators(scope: Any) -> None:
         return where
 
     for mod in (tl, core):
-        scope.set(mod, "where", select(getattr(mod, "where")))
+        scope.set(mod, "where", _shadowed("where", select(getattr(mod, "where")), getattr(mod, "where")))
 
+    pointer_cls = pointer  # (the loaders' first parameter is called pointer, as tl.load's is)
     cache = sem._str_to_load_cache_modifier("")
     eviction = sem._str_to_eviction_policy("")
 
@@ -464,7 +481,7 @@ def install_operators(scope: Any) -> None:
             if rest or kwargs or type(pointer) is not tensor:
                 return slow(pointer, mask, other, *rest, **kwargs)
             pt = pointer.type
-            if type(pt) is not block_type or type(pt.element_ty) is not pointer:
+            if type(pt) is not block_type or type(pt.element_ty) is not pointer_cls:
                 return slow(pointer, mask, other)
             elt = pt.element_ty.element_ty
             if type(elt) is not scalar or elt.name == "int1":
@@ -498,7 +515,7 @@ def install_operators(scope: Any) -> None:
         return load
 
     for mod in (tl, core):
-        scope.set(mod, "load", loader(getattr(mod, "load")))
+        scope.set(mod, "load", _shadowed("load", loader(getattr(mod, "load")), getattr(mod, "load")))
 
     store_cache = sem._str_to_store_cache_modifier("")
     void = tl.void
@@ -511,7 +528,7 @@ def install_operators(scope: Any) -> None:
             if rest or kwargs or type(pointer) is not tensor:
                 return slow(pointer, value, mask, *rest, **kwargs)
             pt = pointer.type
-            if type(pt) is not block_type or type(pt.element_ty) is not pointer or pt.element_ty.is_const():
+            if type(pt) is not block_type or type(pt.element_ty) is not pointer_cls or pt.element_ty.is_const():
                 return slow(pointer, value, mask)
             elt = pt.element_ty.element_ty
             if type(elt) is not scalar or elt.name == "int1":
@@ -541,7 +558,7 @@ def install_operators(scope: Any) -> None:
         return store
 
     for mod in (tl, core):
-        scope.set(mod, "store", storer(getattr(mod, "store")))
+        scope.set(mod, "store", _shadowed("store", storer(getattr(mod, "store")), getattr(mod, "store")))
 
 
 # ---------------------------------------------------------------------- tl.max / tl.min / tl.sum
