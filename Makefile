@@ -93,3 +93,8 @@ check-corpus: $(STAMP)
 .PHONY: bench-hook-real
 bench-hook-real: $(STAMP)
 	$(PY) bench/hook_real_model.py --steps 100 --evals 100 --deterministic --cudagraphs --noise-floor --out bench/hook_real_model.md --json bench/hook_real_model.json
+
+# the example corpus under gpuemu check: local worker processes and a local Ray cluster, 1 and 2 workers
+.PHONY: bench-ray
+bench-ray: $(STAMP)
+	$(PY) bench/ray_bench.py --iterations 10 --workers 1,2 --out bench/ray_bench.md

@@ -67,7 +67,7 @@ def _verdicts(path):
             v = {key: val for key, val in f["verdict"].items() if key != "seconds"}
             fails.append((f["case"], v, f.get("hint"), f.get("original_case")))
         out[k["target"]] = (k["status"], k["statuses"], k["matrix"], k["worst"], fails, k["iterations"], k["error"])
-    return out
+    return json.loads(json.dumps(out, sort_keys=True), parse_constant=str)  # NaN compares equal as text
 
 
 def _stored(store):
