@@ -89,10 +89,35 @@ def resolve(fn: Callable, framework: str | None) -> str:
     return canonical(framework) or detect(fn)
 
 
+def preload_triton() -> None:
+    """Import Triton now, so that TensorFlow and Triton can share the process.
+
+    libtriton loaded after TensorFlow crashes the process (segmentation fault: the two ship clashing LLVM
+    symbols), and gpuemu imports Triton lazily (launch observation, the hook, record metadata). Loaded before
+    TensorFlow it is fine; loaded after it, RTLD_DEEPBIND makes libtriton bind its own symbols first. No-op
+    without Triton or when it is already imported."""
+    import importlib.util
+    import os
+
+    if "triton" in sys.modules or importlib.util.find_spec("triton") is None:
+        return
+    old = sys.getdlopenflags()
+    if "tensorflow" in sys.modules and hasattr(os, "RTLD_DEEPBIND"):
+        sys.setdlopenflags(old | os.RTLD_DEEPBIND)
+    try:
+        import triton  # noqa: F401
+    except Exception:  # a broken Triton is the torch path's business, reported there
+        pass
+    finally:
+        sys.setdlopenflags(old)
+
+
 def backend(framework: str):
     """The conversion module of a framework ('jax' or 'tf'); one clear line when it is not installed."""
     import importlib
 
+    if framework == "tf":
+        preload_triton()
     try:
         importlib.import_module(_PACKAGE[framework])
     except ImportError as e:
@@ -125,4 +150,4 @@ def adapt(fn: Callable, framework: str, *, index_output: bool = False) -> Callab
     return launcher
 
 
-__all__ = ["FRAMEWORKS", "adapt", "backend", "canonical", "detect", "no_strides_reason", "resolve"]
+__all__ = ["FRAMEWORKS", "adapt", "backend", "canonical", "detect", "no_strides_reason", "preload_triton", "resolve"]

@@ -88,6 +88,9 @@ def _activate(rt: Runtime) -> None:
     rt.bindings.update(_extra_bindings)
     _triton_shadow = None
     try:
+        from ..frameworks import preload_triton
+
+        preload_triton()  # Triton after TensorFlow would crash the process: loaded the safe way
         import triton  # noqa: F401
 
         has_triton = True

@@ -58,7 +58,10 @@ def shadow(fn: F | None = None, *, op: str) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def _slow(rt, spec, launcher, sig, state, args, kwargs):
+def _slow(rt, spec, launcher, sig, state, args, kwargs, convert=None):
+    """``convert``: the launcher's arrays as torch tensors (a JAX or TensorFlow launcher, see
+    :mod:`gpuemu.frameworks.shadow`); its arguments and result are judged through it, and the host still gets
+    the launcher's own result."""
     from .capture import source_file, target_of
 
     if busy():
@@ -75,6 +78,8 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
         bound.apply_defaults()
         values = dict(bound.arguments)
         inputs = {a.name: values.get(a.name) for a in spec.args}
+        if convert is not None:
+            inputs = {k: convert(v) for k, v in inputs.items()}
         first = next((inputs[a.name] for a in spec.args if a.kind == "float" and is_tensor(inputs[a.name])), None)
         sample, key = rt.decide(site, args[0] if args and is_tensor(args[0]) else first)
     except Exception as e:
@@ -95,6 +100,8 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
         return None
 
     def judge(chk, pre, result):
+        if convert is not None:
+            result = convert(result)
         op_kwargs = {k: values[k] for k in spec.kwargs if k in values}
         if not is_tensor(result):
             chk.verdict = Verdict(FAIL, "type", f"returned {type(result).__name__}, expected a torch.Tensor")
@@ -116,7 +123,8 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs):
             target = name
         record = {"target": target, "hook": {"launcher": target, "file": source_file(launcher),
                                              "kwargs": _jsonable(op_kwargs),
-                                             "device": str(first.device) if first is not None else "cpu"}}
+                                             "device": str(first.device) if first is not None else "cpu",
+                                             **({"framework": state["framework"]} if "framework" in state else {})}}
         snap = {f"in.{k}": v for k, v in pre.items() if is_tensor(v)}
         if is_tensor(result):
             snap["out"] = result

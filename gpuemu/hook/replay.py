@@ -241,6 +241,9 @@ def _replay_launcher(record, tensors, device, tolerances, trust=True):
     except Exception as e:
         return recorded, None, f"launcher {record['hook']['launcher']} cannot be loaded here ({e})"
     launcher = getattr(launcher, "__wrapped__", launcher)
+    from ..frameworks import adapt, resolve  # a JAX or TensorFlow launcher takes the stored tensors by DLPack
+
+    launcher = adapt(launcher, resolve(launcher, record["hook"].get("framework")), index_output=spec.out_kind == "index")
     moved = capture({k: v.to(device) for k, v in inputs.items() if v is not None})
     args = [moved.get(a.name) for a in spec.args]
     before = {k: v.clone() for k, v in moved.items()}
