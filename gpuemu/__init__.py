@@ -44,8 +44,8 @@ def __getattr__(name: str):
         from .errors import GpuemuError
 
         return GpuemuError
-    if name == "ops":
+    if name in ("ops", "jax", "tf"):  # gpuemu.jax / gpuemu.tf: shadow decorators; neither imports its framework
         import importlib
 
-        return importlib.import_module(".ops", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'gpuemu' has no attribute {name!r}")
