@@ -187,6 +187,7 @@ _add(OpSpec(
     name="amax", signature="f(x) -> x.shape[:-1]", meaning="max over last dim", args=_X,
     dims={"N": "reduced"}, has_batch=True, reference=lambda x: x.amax(-1),
     error_scale=lambda i, k, r: r.abs(), scale_doc="|ref| (exact in any dtype)", mp_element=_red_mp(max),
+    exact_reference=True,
 ))
 
 
@@ -202,7 +203,7 @@ _add(OpSpec(
     name="argmax", signature="f(x) -> int64, x.shape[:-1]", meaning="index of the max over last dim; first on ties",
     args=_X, dims={"N": "reduced"}, has_batch=True, reference=_argmax_ref, out_kind="index",
     error_scale=lambda i, k, r: torch.zeros_like(r, dtype=torch.float64), scale_doc="exact match",
-    mp_element=_red_mp(lambda row: row.index(max(row))),
+    mp_element=_red_mp(lambda row: row.index(max(row))), exact_reference=True,
 ))
 
 
@@ -535,6 +536,7 @@ _add(OpSpec(
     dims={"S": "tiled", "V": "index", "D": "tiled"}, has_batch=True,
     reference=lambda ids, table: table[ids], error_scale=lambda i, k, r: torch.zeros_like(r),
     scale_doc="exact copy", mp_element=lambda i, k, idx: mpmath.mpf(float(i["table"][int(i["ids"][tuple(idx[:-1])]), idx[-1]])),
+    exact_reference=True,
     dim_limits={"S": (1, 64), "V": (1, 300), "D": (1, 300)},
 ))
 

@@ -56,6 +56,8 @@ class OpSpec:
     ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
     ``long_rows`` raises, per reduced dim, the size of the few cases with rows of several blocks (default 16384;
     class counts of a vocabulary reach 64k).
+    ``exact_reference``: the fp64 reference is exact (a copy, a selection): fp64 cannot be the one that is wrong,
+    so the oracle's mpmath guards do not run (``mp_element`` still documents the element and is tested).
     """
 
     name: str
@@ -80,6 +82,7 @@ class OpSpec:
     eager_doc: str = ""
     wider_output: bool = False
     long_rows: Mapping[str, int] = field(default_factory=dict)  # dim -> size cap of the few long-row cases
+    exact_reference: bool = False
 
     def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any,
                           dtype: str | None = None) -> Any:
