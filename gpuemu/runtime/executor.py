@@ -222,12 +222,24 @@ class _DtypeConstexpr:
 
 
 # ---------------------------------------------------------------------- argument conversion
+_types: dict[str, Any] = {}  # Triton's type for a mangled argument type ("*fp32", "i32"): parsed once
+
+
+def _str_to_ty(mangled: str):
+    import triton.language as tl
+
+    ty = _types.get(mangled)
+    if ty is None:
+        ty = _types[mangled] = tl.str_to_ty(mangled, None)
+    return ty
+
+
 def _pointer_type(obj: Any):
     import triton.language as tl
     from triton.runtime.jit import mangle_type
 
     try:
-        return tl.str_to_ty(mangle_type(obj), None)
+        return _str_to_ty(mangle_type(obj))
     except Exception:  # a duck-typed buffer Triton's mangler does not know: name its dtype ourselves
         from triton.runtime.jit import type_canonicalisation_dict
 
@@ -244,7 +256,13 @@ def _convert(value: Any, name: str, arena: Arena) -> Any:
     if isinstance(value, bool):  # an i1 scalar (triton 3.6's interpreter mistypes it as int32 data)
         return tl.tensor(it.TensorHandle(np.array([value], dtype=np.bool_), tl.int1), tl.int1)
     if isinstance(value, int):
-        return it._implicit_cvt(value)
+        if not -2**31 <= value < 2**31:
+            return it._implicit_cvt(value)
+        # what _implicit_cvt makes of an int32 argument, with its type parsed once
+        from triton.runtime.jit import mangle_type
+
+        ty = _str_to_ty(mangle_type(value))
+        return tl.tensor(it.TensorHandle(np.array([value], dtype=np.int32), ty), ty)
     if isinstance(value, float):  # compiled Triton passes a float argument as an fp32 scalar
         return tl.tensor(it.TensorHandle(np.array([value], dtype=np.float32), tl.float32), tl.float32)
     if isinstance(value, np.floating):
