@@ -71,6 +71,9 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
     import numpy as np
 
     use_runtime = (device == "cpu") if runtime is None else runtime
+    from ..frameworks import preload_triton
+
+    preload_triton()  # the launch observer imports Triton: after TensorFlow that must be done with care
     out = RunOutcome()
     t0 = time.perf_counter()
     try:
