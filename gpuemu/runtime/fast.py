@@ -136,9 +136,23 @@ def sanitize_overflow(semantic: Any, original: Any):
         lo_hi = bounds.get(sca.name)
         if lo_hi is None:
             lo_hi = bounds[sca.name] = (sca.get_int_min_value(), sca.get_int_max_value())
-        # what the semantic computes: both operands cast to int64 (numpy astype), the op in int64 (wrapping,
-        # silently: numpy arrays do not warn on integer overflow)
-        ret = op(np.asarray(lhs.handle.data).astype(np.int64), np.asarray(rhs.handle.data).astype(np.int64))
+        a, b = np.asarray(lhs.handle.data), np.asarray(rhs.handle.data)
+        if a.size and b.size:
+            # interval bound from each operand's min and max (exact Python ints): inside the type's range, no
+            # lane can overflow, whatever pairs the broadcast makes
+            la, ha, lb, hb = int(a.min()), int(a.max()), int(b.min()), int(b.max())
+            if op is np.add:
+                lo, hi = la + lb, ha + hb
+            elif op is np.subtract:
+                lo, hi = la - hb, ha - lb
+            else:
+                corners = (la * lb, la * hb, ha * lb, ha * hb)
+                lo, hi = min(corners), max(corners)
+            if lo >= lo_hi[0] and hi <= lo_hi[1]:
+                return None
+        # lane by lane, as the semantic computes: both operands cast to int64 (numpy astype), the op in int64
+        # (wrapping, silently: numpy arrays do not warn on integer overflow)
+        ret = op(a.astype(np.int64), b.astype(np.int64))
         if ((ret >= lo_hi[0]) & (ret <= lo_hi[1])).all():
             return None
         return original(lhs, rhs, binary_op)
