@@ -177,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         "programs of a launch in one pass with a program axis (batched grid), records Triton's language "
         "patches once per process instead of re-deriving them on every launch and nested helper call, checks "
         "integer overflow in numpy before falling back to Triton's check, caches block types per shape, and "
-        "takes the builder directly for same-type arithmetic and comparisons, pointer offsets, `tl.where` and "
-        "`tl.max`/`tl.min`/`tl.sum` (gpuemu/runtime/fast.py; tests/test_runtime_fast.py checks the corpus bit "
-        "for bit with and without these paths). A launch of one program gains only those per-operation and "
+        "takes the builder directly for same-type arithmetic and comparisons, pointer offsets, `tl.where`, "
+        "`tl.load`/`tl.store` of pointer blocks and `tl.max`/`tl.min`/`tl.sum` (gpuemu/runtime/fast.py; "
+        "tests/test_runtime_fast.py checks the corpus bit for bit with and without these paths, and op by op "
+        "against Triton's path). A launch of one program gains only those per-operation and "
         "per-launch savings; bounds checks, bf16 rounding and TF32 dots still run on every load, store and op.",
         "",
         "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | batched ms/prog | "

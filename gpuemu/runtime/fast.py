@@ -13,9 +13,17 @@ Both keep their results exactly:
   real call (the builtin wrappers are the interpreter's own lambdas). Before applying the plan it checks
   that every attribute still holds the value it held when the plan was recorded; if anything changed
   (another tool patched the language, a Triton internal moved), it records a fresh plan.
-- :func:`sanitize_overflow` computes the same int64 result the semantic layer would, with numpy directly;
-  only when some lane leaves the operand type's range does it run Triton's own check, which raises the
-  device assertion with Triton's message.
+- :func:`sanitize_overflow` bounds the result from the operands' min and max, then computes the same int64
+  result the semantic layer would, with numpy directly; only when some lane leaves the operand type's
+  range does it run Triton's own check, which raises the device assertion with Triton's message.
+
+Then the semantic layer itself, for the cases where its checks, casts and broadcasts are the identity:
+:func:`install` (tl.tensor / block_type constructors and _get_np_dtype cached per shape and dtype),
+:func:`install_operators` (+ - * / and comparisons, pointer offsets, tl.where, tl.load, tl.store) and
+:func:`reduce_shortcut` (tl.max / tl.min / tl.sum). Each calls the same (patched) builder methods and
+Triton's own scalar_constant, cast and overflow check, and hands anything else to Triton's path.
+``ENABLED = False`` turns these off; tests/test_runtime_fast.py compares the corpus with and without them,
+and op by op (``SHADOW``) against Triton's path.
 """
 
 from __future__ import annotations
@@ -66,7 +74,9 @@ class _Plan:
         self.befores = [e[2] for e in entries]
         self.afters = [e[3] for e in entries]
         kept = [e for e in entries if e[2] is not _MISSING]
-        self.set_objs, self.set_names, self.set_values = [e[0] for e in kept], [e[1] for e in kept], [e[2] for e in kept]
+        self.set_objs = [e[0] for e in kept]
+        self.set_names = [e[1] for e in kept]
+        self.set_values = [e[2] for e in kept]
         self.absent = [(e[0], e[1]) for e in entries if e[2] is _MISSING]
 
     def unchanged(self) -> bool:
