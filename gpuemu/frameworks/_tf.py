@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+_ALIGN = 64  # bytes: TensorFlow's largest (EIGEN_MAX_ALIGN_BYTES) on x86 with AVX-512
+
 
 def to_native(t: Any) -> Any:
     """A torch tensor as a TensorFlow eager tensor (by DLPack); anything else as is."""
@@ -16,6 +18,8 @@ def to_native(t: Any) -> Any:
         return t
     if not t.is_contiguous():  # TF tensors are dense row-major: the values, dense
         t = t.contiguous()
+    if t.data_ptr() % _ALIGN:  # TF aborts the process on a misaligned DLPack buffer (a replayed snapshot's
+        t = t.clone()  # tensors sit at any offset of the file); a fresh torch allocation is aligned
     return tf.experimental.dlpack.from_dlpack(t.detach().__dlpack__())
 
 
