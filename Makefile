@@ -9,7 +9,7 @@ STAMP   = $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints-dev.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints-dev.txt -e '.[dev]'
+	$(PY) -m pip install -q -c constraints-dev.txt -e '.[dev,jax,tf]'
 	touch $(STAMP)
 
 demo: $(STAMP)
