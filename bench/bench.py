@@ -51,7 +51,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--only", default=None, help="only entries whose target contains this text")
+    p.add_argument("--only", default=None, help="only entries whose target contains one of these comma-separated texts")
     p.add_argument("--out", default=str(ROOT / "bench" / "out"))
     p.add_argument("--seeds", type=int, default=5, help="run seeds per buggy launcher for the margins (0: none)")
     p.add_argument("--no-table", action="store_true", help="only the margins and the cost rows")
@@ -66,7 +66,7 @@ def main() -> int:
     kernel_s = total_s = 0.0
     t_all = time.perf_counter()
     for e in entries:
-        if a.only and a.only not in e.target or a.no_table:
+        if not _selected(e.target, a.only) or a.no_table:
             continue
         fn = load(resolve_target(e))
         probe = e if e.allclose_shapes else shapes_by_op.get(e.op)
@@ -117,6 +117,10 @@ def main() -> int:
     return 0
 
 
+def _selected(target: str, only: str | None) -> bool:
+    return not only or any(part and part in target for part in only.split(","))
+
+
 def margin_rows(entries, a) -> list[dict]:
     """Per buggy launcher: the iteration of its first failure at each of ``a.seeds`` run seeds (None: a miss)."""
     import gpuemu
@@ -126,7 +130,7 @@ def margin_rows(entries, a) -> list[dict]:
     out = []
     seeds = list(range(a.seed, a.seed + a.seeds))
     for e in entries:
-        if e.correct or (a.only and a.only not in e.target):
+        if e.correct or not _selected(e.target, a.only):
             continue
         fn = load(resolve_target(e))
         firsts = []
@@ -152,7 +156,7 @@ def cost_rows(a) -> list[dict]:
 
     out = []
     for target, op in COST_TARGETS:
-        if a.only and a.only not in target:
+        if not _selected(target, a.only):
             continue
         fn = load(str(ROOT / target.split(":")[0]) + ":" + target.split(":")[1])
         t = time.perf_counter()
@@ -177,8 +181,8 @@ def _margin(firsts: list, iterations: int) -> tuple[str, str, str, int]:
 def render(result: dict) -> str:
     rows, t, sp = result["rows"], result["totals"], result["rng_seconds_per_1e6_fp32"]
     lines = [f"gpuemu bench: {result['iterations']} iterations per kernel, seed {result['seed']}", "",
-             "| kernel | op | truth | allclose (1 shape) | gpuemu | iterations to 1st failure | s to 1st failure | gpuemu's own share | mpmath guard s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| kernel | op | truth | allclose (1 shape) | gpuemu | iterations to 1st failure | s to 1st failure | s in all | gpuemu's own share | mpmath guard s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         truth = "correct" if r["correct"] else f"bug: {r['bug']}"
         ac = "-" if r["allclose_pass"] is None else ("pass" if r["allclose_pass"] else "FAIL")
@@ -186,7 +190,7 @@ def render(result: dict) -> str:
         it = r["first_failure_iteration"] or "-"
         s1 = f"{r['first_failure_seconds']:.2f}" if r["first_failure_seconds"] is not None else "-"
         lines.append(f"| {r['target'].rsplit(':', 1)[-1]} | {r['op']} | {truth} | {ac} | {gp} | {it} | {s1} | "
-                     f"{100 * r['own_share']:.0f}% | {r.get('mpmath_seconds', 0.0):.2f} |")
+                     f"{r['seconds']:.1f} | {100 * r['own_share']:.0f}% | {r.get('mpmath_seconds', 0.0):.2f} |")
     lines += ["", "| oracle | bugs caught | false positives |", "|---|---|---|",
               f"| torch.allclose, one power-of-two shape | {t['allclose_caught']}/{t['buggy']} | "
               f"{t['allclose_false_positives']}/{t['correct']} |",
