@@ -232,3 +232,13 @@ def test_jax_shadow_rejects_an_unknown_op_at_decoration():
 
     with pytest.raises(UnknownOp, match="did you mean 'softmax'"):
         gj.shadow(op="sofmax")
+
+
+def test_import_gpuemu_and_its_decorators_load_neither_framework():
+    code = ("import sys, gpuemu, gpuemu.jax, gpuemu.tf\n"
+            "gpuemu.jax.shadow(op='softmax')(lambda x: x); gpuemu.tf.shadow(op='softmax')(lambda x: x)\n"
+            "gpuemu.frameworks.detect(lambda x: x)\n"
+            "print(sorted(m for m in ('jax', 'tensorflow') if m in sys.modules))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stderr[-2000:]
