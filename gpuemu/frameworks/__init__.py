@@ -72,7 +72,10 @@ def detect(fn: Callable) -> str:
         return "torch"
     seen = set()
     for v in list(vars(mod).values()):
-        name = getattr(v, "__name__", "") if isinstance(v, type(sys)) else (getattr(v, "__module__", "") or "")
+        try:
+            name = getattr(v, "__name__", "") if isinstance(v, type(sys)) else (getattr(v, "__module__", "") or "")
+        except Exception:  # a lazy proxy whose attribute access raises says nothing about frameworks
+            continue
         if isinstance(name, str) and name:
             seen.add(name.split(".")[0])
     if seen & {"torch", "triton"}:
