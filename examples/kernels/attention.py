@@ -12,9 +12,10 @@ import triton.language as tl
 
 import gpuemu
 
-# The whole key range and head dim sit in one tile: past a head dim of 128 the launch needs more shared memory
-# than an sm_80/sm_90 block may have (gpuemu predicts the refusal on the CPU), so the launchers declare it.
-SUPPORTED = gpuemu.requires(max_dims={"D": 128})
+# The whole key range and head dim sit in one tile: past 128 keys or a head dim of 128 the launch needs more
+# shared memory than an sm_80/sm_90 block may have (fp32 at Nk=129, D=128: 256 x 128 tiles of K and V; gpuemu
+# predicts the refusal on the CPU, and the H200 refused D=129 at 278,528 B), so the launchers declare both.
+SUPPORTED = gpuemu.requires(max_dims={"D": 128, "Nk": 128})
 
 
 @triton.jit
