@@ -7,6 +7,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._numpy import from_numpy, owned
+
 
 def _x64() -> bool:
     return bool(jax.config.read("jax_enable_x64"))
@@ -46,16 +48,10 @@ def to_torch(x: Any, *, index_output: bool = False, copy: bool = True) -> Any:
     if isinstance(x, jax.Array):
         t = torch.from_dlpack(x)
     elif isinstance(x, np.ndarray) and x.dtype.names is None:
-        from ._numpy import from_numpy
-
         t = from_numpy(x)
     else:
         return x
-    if copy:
-        t = t.clone()
-    if index_output and t.dtype == torch.int32:
-        t = t.to(torch.int64)
-    return t
+    return owned(t, copy=copy, index_output=index_output)
 
 
 def block(x: Any) -> Any:
