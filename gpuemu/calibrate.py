@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from . import __version__, ops
-from .cases import canonical_dtype, generate, materialize
+from .cases import canonical_dtype, generate, materialize, to_device
 from .rng import derive_seed
 
 P = 95
@@ -190,16 +190,15 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
             req = declared(fn)  # a control is judged on the cases its callers can give it
             for i in range(samples):
                 case = req.apply(generate(op, derive_seed(seed, i), dtype=dt))
-                inputs, kwargs = materialize(case, device)
-                run = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs, device=device)
+                inputs, kwargs = materialize(case)  # the reference is the CPU's fp64, from these bytes
+                there = {k: to_device(v, device) for k, v in inputs.items()}  # the same geometry on the device
+                run = run_launcher(fn, [there[a.name] for a in spec.args], kwargs, device=device)
                 if bf16_unfaithful(dt, run.launches):
                     break  # the plain interpreter cannot run bf16 kernels faithfully: no evidence either way
                 if run.error is not None or run.output is None:
                     continue  # a control that raises on a case gives no error ratio for it
-                if undetermined(op, inputs, device) or (dt == "fp32" and "tf32" in (dot_precision(run.launches) or "")):
+                if undetermined(op, there, device) or (dt == "fp32" and "tf32" in (dot_precision(run.launches) or "")):
                     continue  # judged by their own models (device_arith, the TF32 bound), not by this op's rtol
-                if device != "cpu":
-                    inputs = materialize(case, "cpu")[0]  # the same bytes: the reference is the CPU's fp64
                 ratio, differs = _case_error(spec, dt, inputs, kwargs, run.output)
                 mine.append(ratio)
                 if name not in seen:

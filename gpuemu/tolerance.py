@@ -74,8 +74,7 @@ class ToleranceTable:
                             f"add tolerances.default.{dtype}: {{rtol: ..., atol: ...}}")
 
     def to_dict(self) -> dict:
-        out = {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
-        return out
+        return {k: {d: dict(v) for d, v in e.items()} for k, e in self._entries.items()}
 
 
 def device_kind(device) -> str | None:
