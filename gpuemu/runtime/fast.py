@@ -497,6 +497,18 @@ def install_operators(scope: Any) -> None:
     cache = sem._str_to_load_cache_modifier("")
     eviction = sem._str_to_eviction_policy("")
 
+    def to_block(t, shape, elt):
+        """``t`` (a tensor) as a block of ``shape`` cast to ``elt``, as semantic.load/store make their
+        ``other``/``value``: a scalar is splat, a block must already have that shape (None otherwise)."""
+        tt = t.type
+        if type(tt) is block_type:
+            if tt.shape != shape:
+                return None
+        else:
+            ty = block_type(tt, shape)
+            t = tensor(b.create_splat(ty, t.handle), ty)
+        return sem.cast(t, elt)
+
     def loader(slow):
         def load(pointer, mask=None, other=None, *rest, **kwargs):
             """tl.load of a block of pointers with an int1 mask block of its shape (or none) and an optional
@@ -523,16 +535,10 @@ def install_operators(scope: Any) -> None:
                 if type(other) is constexpr:
                     other = other.value
                 o = other if type(other) is tensor else sem.to_tensor(other) if type(other) in (int, float) else None
+                o = to_block(o, shape, elt) if o is not None else None
                 if o is None:
                     return slow(pointer, mask, other)
-                ot = o.type
-                if type(ot) is block_type:
-                    if ot.shape != shape:
-                        return slow(pointer, mask, other)
-                else:
-                    ty = block_type(ot, shape)
-                    o = tensor(b.create_splat(ty, o.handle), ty)
-                other = sem.cast(o, elt)
+                other = o
             return tensor(b.create_masked_load(pointer.handle, mask.handle, other.handle if other else None, cache,
                                                eviction, False), block_type(elt, shape))
 
@@ -565,16 +571,9 @@ def install_operators(scope: Any) -> None:
                     return slow(pointer, value, mask)
             v = value.value if type(value) is constexpr else value
             v = v if type(v) is tensor else sem.to_tensor(v) if type(v) in (int, float) else None
+            v = to_block(v, shape, elt) if v is not None else None
             if v is None:
                 return slow(pointer, value, mask)
-            vt = v.type
-            if type(vt) is block_type:
-                if vt.shape != shape:
-                    return slow(pointer, value, mask)
-            else:
-                ty = block_type(vt, shape)
-                v = tensor(b.create_splat(ty, v.handle), ty)
-            v = sem.cast(v, elt)
             if mask is None:
                 return tensor(b.create_store(pointer.handle, v.handle, store_cache, eviction), void)
             return tensor(b.create_masked_store(pointer.handle, v.handle, mask.handle, store_cache, eviction), void)
