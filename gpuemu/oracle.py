@@ -73,7 +73,7 @@ class Verdict:
     def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
         kw = {k: d.get(k) for k in ("status", "kind", "message", "detail", "max_abs_err", "tol", "out_value",
                                     "ref_value", "worst_ratio", "rtol", "atol")}
-        return cls(**{k: v for k, v in kw.items() if v is not None}, index=tuple(d["index"]) if d.get("index") else None,
+        return cls(**{k: v for k, v in kw.items() if v is not None}, index=tuple(d["index"]) if d.get("index") is not None else None,
                    mismatched=int(d.get("mismatched", 0)), numel=int(d.get("numel", 0)),
                    reference=d.get("reference", "fp64"), basis=d.get("basis", "bound"),
                    seconds=dict(d.get("seconds", {})))
