@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from . import ops
 from .errors import InvalidArgument
@@ -573,8 +573,8 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
             kwargs["causal"] = rng.below(2) == 1
             if kwargs["causal"] and dims["Nq"] > dims["Nk"]:
                 dims["Nq"], dims["Nk"] = dims["Nk"], dims["Nq"]
-        if spec.name == "rope" and dims["D"] % 2:
-            dims["D"] += 1
+        for d in spec.even_dims:
+            dims[d] += dims[d] % 2
         if spec.check_dims(dims, kwargs) is None:
             break
     else:  # pragma: no cover - the constraints above always admit some draw
@@ -742,11 +742,22 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
             new[d] = rng.between(dlo, min(dhi, 2))
         elif role in ("tiled", "head", "reduced", "contracted"):
             new[d] = min(new[d], max(dlo, min(dhi, 16)))
-    if spec.name == "rope" and new["D"] % 2:
-        new["D"] += 1
+    for d in spec.even_dims:
+        new[d] += new[d] % 2
     if spec.check_dims(new, kwargs) is not None:
         return None
     return new, ((rng.between(1, 2),) if batch else ())
+
+
+def contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:
+    """The same case with the named (default: all) arguments contiguous: same seed, sizes and values."""
+    names = set(case.layouts) if names is None else set(names)
+    return case.replace(layouts={k: ("contiguous" if k in names and v != "none" else v) for k, v in case.layouts.items()})
+
+
+def strided_args(case: Case) -> list[str]:
+    """The arguments of ``case`` drawn as views (not contiguous, not None)."""
+    return [k for k, v in case.layouts.items() if v not in ("contiguous", "none")]
 
 
 def with_dims(case: Case, dims: Mapping[str, int] | None = None, batch: tuple[int, ...] | None = None) -> Case:

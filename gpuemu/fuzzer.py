@@ -18,6 +18,8 @@ from . import __version__, ops
 from .cases import (Blocks, Case, canonical_dtype, dim_limits, generate, layout_note, materialize, simpler_views,
                     with_dims)
 from .errors import InvalidArgument, StoreError
+from .explain import HINT_SEEDS, NUMERIC, attribute_blocks, diagnose  # noqa: F401 (re-exported)
+from .explain import learn as _learn
 from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
@@ -27,14 +29,9 @@ from .store import Store, replay_command, seed_hex
 
 BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
                            "or is wrong); bf16 cases of Triton kernels run on a GPU")
-_NUMERIC = {"mismatch", "nonfinite"}
-_BIG_VALUES = {"large_spread", "near_max", "spike"}
-# conventional block names whose letter is not a dim of the op
-_BLOCK_ALIASES = {"attention": {"M": "Nq", "N": "Nk", "DMODEL": "D", "HEAD": "D"},
-                  "cross_entropy": {"N": "C", "V": "C"}, "rope": {"HALF": "D"}}
+_NUMERIC = NUMERIC
 MAX_STORED = 100
 MAX_TIMEOUTS = 3  # a launcher that hangs this many times would hang on every case: the run stops there
-HINT_SEEDS = 3  # a hint needs its one-factor variant to pass on this many seeds
 
 
 @dataclass(frozen=True)
@@ -212,35 +209,6 @@ class FuzzInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-# ------------------------------------------------------------------------------------ kernel awareness
-
-
-def attribute_blocks(spec: ops.OpSpec, launches: Iterable[Launch]) -> dict[str, list[tuple[str, int]]]:
-    """Block-size constexprs of the launches, attributed to the op's dims by name (BLOCK_N -> N)."""
-    aliases = _BLOCK_ALIASES.get(spec.name, {})
-    edge_dims = spec.dims_of_role("tiled", "reduced", "contracted", "head")
-    out: dict[str, list[tuple[str, int]]] = {}
-    for launch in launches:
-        for name, val in launch.constexprs.items():
-            if isinstance(val, bool) or not isinstance(val, int) or val < 2 or val & (val - 1):
-                continue
-            up = name.upper()
-            if not any(w in up for w in ("BLOCK", "TILE", "CHUNK", "SIZE")):
-                continue
-            suffix = up.split("_")[-1] if "_" in up else ""
-            dim = next((d for d in spec.dims if d.upper() == suffix), None) or aliases.get(suffix)
-            targets = [dim] if dim in spec.dims else edge_dims
-            for d in targets:
-                if (name, val) not in out.setdefault(d, []):
-                    out[d].append((name, val))
-    return out
-
-
-def _learn(blocks: Blocks, spec: ops.OpSpec, launches: Iterable[Launch]) -> None:
-    for dim, pairs in attribute_blocks(spec, launches).items():
-        blocks.by_dim.setdefault(dim, set()).update(v for _, v in pairs)
-
-
 # ------------------------------------------------------------------------------------ the loop
 
 
@@ -363,77 +331,6 @@ def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: i
                     best, best_ev, progress = cand, ev, True
                     break
     return best, best_ev, spent
-
-
-def diagnose(run: _Runner, case: Case, verdict: Verdict, launches: Iterable[Launch]) -> str | None:
-    """A bug-class hint, only where a one-factor change of the failing case makes it pass."""
-    if verdict.kind not in _NUMERIC:
-        return None
-    spec = case.spec
-    hints: list[str] = []
-
-    def passes(cand: Case) -> bool:
-        """The one-factor variant passes on its own seed and on two more (one lucky draw is no evidence)."""
-        if spec.check_dims(cand.dims, cand.kwargs) is not None:
-            return False
-        for k in range(HINT_SEEDS):
-            seeded = cand if k == 0 else with_dims(cand.replace(seed=derive_seed(cand.seed, 1000 + k)))
-            if run(seeded).verdict.status != PASS:
-                return False
-        return True
-
-    if not case.is_contiguous():
-        flat = _contiguous_twin(case)
-        if passes(flat):
-            odd = ", ".join(layout_note(case, k) for k in _strided_args(case))
-            hints.append(f"stride bug suspected: fails only for non-contiguous inputs ({odd})")
-    if case.values != "normal":
-        calm = with_dims(case.replace(values="normal"))
-        if passes(calm):
-            hints.append({
-                "large_spread": "overflow suspected: fails only for large magnitudes (missing max-subtraction?)",
-                "near_max": "overflow suspected: fails only near the dtype's max",
-                "spike": "overflow or precision suspected: fails only with one-hot spikes",
-                "cancellation": "cancellation suspected: fails only for large mean, small variance (naive variance?)",
-                "ties": "tie-breaking suspected: fails only with tied values (first index on ties?)",
-                "tiny": "underflow suspected: fails only for tiny values",
-                "zeros": ("tie-breaking suspected: fails when every value is equal (first index on ties?)"
-                          if spec.name == "argmax" else "fails only for all-zero inputs (division by zero?)"),
-                "uniform": "fails only for uniform values",
-                "positive": "accumulation suspected: fails only when all values share a sign (sums grow, "
-                            "low-precision running totals lose bits)",
-            }.get(case.values, f"fails only for {case.values} values"))
-    if case.kwargs.get("causal") and passes(case.replace(kwargs=dict(case.kwargs, causal=False))):
-        hints.append("causal mask suspected: fails only with causal=True"
-                     + (" and Nq != Nk (mask alignment?)" if case.dims.get("Nq") != case.dims.get("Nk") else ""))
-    if case.dtype != "fp32" and passes(with_dims(case.replace(dtype="fp32"))):
-        hints.append(f"precision suspected: fails only for {case.dtype}, passes in fp32 (accumulation dtype?)")
-    elif case.dtype == "fp32" and verdict.kind == "mismatch" and passes(with_dims(case.replace(dtype="fp16"))):
-        # the same case at fp16's coarser tolerance passes: the error is a few fp16 ulps, not a wrong formula
-        hints.append("precision suspected: fails only in fp32, passes in fp16 (a truncated constant, an "
-                     "approximation, or an intermediate rounded to fp16/bf16?)")
-    for dim, pairs in attribute_blocks(spec, launches).items():
-        n = case.dims.get(dim)
-        if n is None:
-            continue
-        for name, b in sorted(pairs, key=lambda p: p[1]):
-            if n % b and passes(with_dims(case, {dim: -(-n // b) * b})):
-                if spec.dims[dim] == "head":
-                    hints.append(f"padded head dim suspected: fails only when {dim} % {name} != 0 "
-                                 f"(tail mask, or 1/sqrt({name}) instead of 1/sqrt({dim})?)")
-                else:
-                    hints.append(f"tail-mask leak suspected: {dim} % {name} != 0")
-                break
-            if n > b and passes(with_dims(case, {dim: b})):
-                role = spec.dims[dim]
-                if role == "contracted":
-                    hints.append(f"accumulator suspected: fails only when {dim} > {name} (acc = instead of acc +=?)")
-                elif spec.name == "attention" and dim == "Nk":
-                    hints.append(f"online-softmax rescale suspected: fails only when {dim} > {name}")
-                else:
-                    hints.append(f"cross-block bug suspected: fails only when {dim} > {name} (carry between blocks?)")
-                break
-    return "; ".join(dict.fromkeys(hints)) or None
 
 
 def _random_seed() -> int:

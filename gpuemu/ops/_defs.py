@@ -476,6 +476,7 @@ _add(OpSpec(
     rounded_doc="P @ |V| + (P*|S|) @ |V| + (P @ |V|) * rowsum(P*|S|) (P cast to the input dtype before P @ V; "
                 "eager attention's scores S = q k^T / sqrt(D) stored in the input dtype)",
     dim_limits={"B": (1, 2), "H": (1, 2), "Nq": (1, 160), "Nk": (1, 200), "D": (1, 128)},
+    block_aliases={"M": "Nq", "N": "Nk", "DMODEL": "D", "HEAD": "D"}, online_softmax_dim="Nk",
 ))
 
 
@@ -499,7 +500,7 @@ _add(OpSpec(
     args=(A("logits", ("N", "C")), A("target", ("N",), kind="index", index_of="C")),
     dims={"N": "batch", "C": "reduced"}, reference=_xent_ref, error_scale=_xent_scale,
     scale_doc="1 + max|logits| + |logits[target]|", mp_element=_mp_xent,
-    dim_limits={"N": (1, 16), "C": (1, 1100)}, long_rows={"C": 65536},
+    dim_limits={"N": (1, 16), "C": (1, 1100)}, long_rows={"C": 65536}, block_aliases={"N": "C", "V": "C"},
 ))
 
 
@@ -543,6 +544,7 @@ _add(OpSpec(
     scale_doc="|x1||cos| + |x2||sin| (and the mirrored half)", mp_element=_mp_rope, magnitude="product",
     constraints=lambda d, k: None if d["D"] % 2 == 0 else "rope needs an even head dim D",
     dim_limits={"B": (1, 2), "N": (1, 64), "H": (1, 4), "D": (2, 128)},
+    block_aliases={"HALF": "D"}, even_dims=("D",),
 ))
 _add(OpSpec(
     name="embedding", signature="f(ids[...] int64, table[V,D]) -> [...,D]", meaning="table[ids]",

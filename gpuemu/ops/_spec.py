@@ -58,6 +58,10 @@ class OpSpec:
     class counts of a vocabulary reach 64k).
     ``exact_reference``: the fp64 reference is exact (a copy, a selection): fp64 cannot be the one that is wrong,
     so the oracle's mpmath guards do not run (``mp_element`` still documents the element and is tested).
+    ``block_aliases`` maps the suffix of a conventional block constexpr whose letter is not a dim of the op to the
+    dim it tiles (attention's ``BLOCK_M`` tiles ``Nq``; cross-entropy's ``BLOCK_V`` tiles ``C``): launches steer
+    shapes and hints through it. ``online_softmax_dim``: a failure only past one block of this dim points to a
+    missing online-softmax rescale, not a lost carry. ``even_dims`` are drawn (and shrunk) even only.
     """
 
     name: str
@@ -83,6 +87,9 @@ class OpSpec:
     wider_output: bool = False
     long_rows: Mapping[str, int] = field(default_factory=dict)  # dim -> size cap of the few long-row cases
     exact_reference: bool = False
+    block_aliases: Mapping[str, str] = field(default_factory=dict)  # constexpr suffix -> dim (BLOCK_M -> Nq)
+    online_softmax_dim: str | None = None  # the dim an online softmax streams over in blocks (attention's Nk)
+    even_dims: tuple[str, ...] = ()  # dims drawn even only (rope's head dim D: two halves)
 
     def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any,
                           dtype: str | None = None) -> Any:
