@@ -352,8 +352,9 @@ class Batch:
         return scan
 
 
-def run(rw: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder: Any, scope: Any, it: Any) -> int:
-    """Run every program of the launch in chunks with a program axis; returns the number of passes.
+def run(body: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder: Any, scope: Any, it: Any) -> int:
+    """Run every program of the launch in chunks with a program axis (``body(**kargs)`` is one pass of the
+    kernel: the rewritten kernel or its recorded form); returns the number of passes.
     Raises NotBatchable (or whatever a program raised) for the executor to fall back on."""
     batch = Batch(state)
     batch.install(scope, builder, it)
@@ -364,7 +365,7 @@ def run(rw: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder: 
         batch.pids = program_ids(grid3, start, stop)
         state.program = (int(batch.pids[0][0]), int(batch.pids[1][0]), int(batch.pids[2][0]))
         state.tick()
-        rw.fn(**kargs)
+        body(**kargs)
         passes += 1
     return passes
 

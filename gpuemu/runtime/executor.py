@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import KernelFinding, one_line
-from . import _compat, fast, libdevice, numerics
+from . import _compat, fast, libdevice, numerics, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -133,6 +133,11 @@ class _AssertFailed(_Located):
     def __init__(self, message: str, lane: tuple[int, ...], n_bad: int, n: int, site: str = "?") -> None:
         super().__init__(message)
         self.message, self.lane, self.n_bad, self.n, self.site = message, lane, n_bad, n, site
+
+
+# what the ordinary path raises for a kernel's own mistakes: a replay that raises one of these keeps its
+# trace (the launch re-runs the ordinary way to locate it)
+_FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice)
 
 
 class KernelError(RuntimeError):
@@ -345,17 +350,14 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
             watchdog.start()
+            passes = _Passes(rw, kargs, settings, state, builder)
             with np.errstate(all="ignore"):
-                grid_mode = _run_batched(rw, kargs, grid3, state, builder, arena) \
-                    if settings.grid == "batched" else "sequential"
-                if not grid_mode.startswith("batched"):
-                    for x in range(grid3[0]):
-                        for y in range(grid3[1]):
-                            for z in range(grid3[2]):
-                                state.program = (x, y, z)
-                                state.tick()
-                                builder.set_grid_idx(x, y, z)
-                                rw.fn(**kargs)
+                try:
+                    grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
+                except trace.ReplayFailed:  # a recorded pass diverged or raised: again, the ordinary way
+                    passes.restore(arena, state)
+                    grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
+            passes.commit(grid_mode)
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
             raise _translate(e, state) from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
@@ -377,7 +379,119 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
 MIN_BATCH = 2
 
 
-def _run_batched(rw: Any, kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
+def _run_programs(passes: "_Passes", kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
+                  arena: Arena) -> str:
+    """Every program of the launch: batched where it can, else one at a time; returns the grid mode."""
+    grid_mode = _run_batched(passes, kargs, grid3, state, builder, arena) \
+        if state.settings.grid == "batched" else "sequential"
+    if not grid_mode.startswith("batched"):
+        body = passes.body("sequential")
+        for x in range(grid3[0]):
+            for y in range(grid3[1]):
+                for z in range(grid3[2]):
+                    state.program = (x, y, z)
+                    state.tick()
+                    builder.set_grid_idx(x, y, z)
+                    body(**kargs)
+    return grid_mode
+
+
+class _Passes:
+    """What runs one pass of the kernel body (one program, or one chunk of programs with a program axis):
+    the rewritten kernel, the same while recording it, or the recording of an earlier launch of the same
+    specialisation (:mod:`gpuemu.runtime.trace`). A replay that fails raises ``trace.ReplayFailed``; the
+    launch then restores the memory it started with (:meth:`restore`) and runs the ordinary way."""
+
+    def __init__(self, rw: Any, kargs: dict, settings: Settings, state: LaunchState, builder: Any) -> None:
+        self.rw, self.kargs, self.settings, self.state, self.builder = rw, kargs, settings, state, builder
+        self.plain = not trace.ENABLED or fast.SHADOW is not None
+        self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
+        self.snap: list | None = None
+
+    def body(self, mode: str) -> Callable:
+        if self.plain:
+            return self.rw.fn
+        key = trace.key_of(self.rw, mode, self.settings, self.kargs)
+        if key is None:
+            return self.rw.fn
+        rw, builder, passes = self.rw, self.builder, self
+        inputs = trace.inputs_of(self.kargs)
+        chosen: list = []  # [trace] once the first pass picked one, [None] when it did not
+
+        def replay(t) -> None:
+            try:
+                t.run(inputs, builder)
+            except (trace.Diverged, _WatchdogTimeout):
+                raise
+            except _FINDINGS as e:
+                raise trace.ReplayFailed() from e
+            except BaseException as e:  # noqa: BLE001 - not what the ordinary path raises: stop using it
+                trace.failed(key, t)
+                raise trace.ReplayFailed() from e
+
+        def run(**kargs) -> None:
+            if chosen:
+                t = chosen[0]
+                if t is None:
+                    return rw.fn(**kargs)
+                try:
+                    return replay(t)
+                except trace.Diverged:
+                    trace.failed(key, t)
+                    raise trace.ReplayFailed() from None
+            cands = trace.candidates(key)
+            if cands and passes.snap is None:
+                passes.snapshot()
+            for t in cands:
+                try:
+                    replay(t)
+                except trace.Diverged as e:
+                    if e.early:  # an argument guard: nothing ran yet, try the next
+                        continue
+                    trace.failed(key, t)
+                    raise trace.ReplayFailed() from None
+                chosen.append(t)
+                trace.stats["replayed"] += 1
+                return None
+            chosen.append(None)
+            if not trace.recordable(key):
+                return rw.fn(**kargs)
+            rec = trace.Recorder(inputs)
+            scope = _Scope()
+            rec.install(scope, builder, _compat.semantic())
+            try:
+                rw.fn(**kargs)
+            finally:
+                scope.restore()
+            t = rec.finish()
+            if t is not None:
+                passes.pending[mode] = (key, t)
+            return None
+
+        return run
+
+    def snapshot(self) -> None:
+        arena = self.state.arena
+        self.snap = [(r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo)) for r in arena.regions if r.hi > r.lo]
+        self.snap_at = (arena.epoch, len(self.state.dot_precisions))
+
+    def restore(self, arena: Arena, state: LaunchState) -> None:
+        for r, data in self.snap or ():
+            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
+        arena.epoch, dots = self.snap_at
+        del state.dot_precisions[dots:]
+        state._spin_fp, state._spin_n = None, 0
+        self.plain = True
+        self.pending.clear()
+
+    def commit(self, grid_mode: str) -> None:
+        """Keep what this launch recorded in the mode the launch finished in."""
+        got = self.pending.get("batched" if grid_mode.startswith("batched") else "sequential")
+        if got is not None:
+            trace.store(got[0], got[1], self.rw)
+
+
+def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
                  arena: Arena) -> str:
     """Run the launch with a program axis; on anything it cannot do (or any finding), restore the
     arguments' bytes and return "sequential: why" for the caller to run program by program."""
@@ -393,8 +507,8 @@ def _run_batched(rw: Any, kargs: dict, grid3: tuple[int, int, int], state: Launc
     scope = _Scope()
     try:
         builder.set_grid_idx(0, 0, 0)
-        passes = batched.run(rw, kargs, grid3, state, builder, scope, _compat.interp())
-        return f"batched ({passes} pass{'es' if passes != 1 else ''})"
+        n = batched.run(passes.body("batched"), kargs, grid3, state, builder, scope, _compat.interp())
+        return f"batched ({n} pass{'es' if n != 1 else ''})"
     except Exception as e:  # noqa: BLE001 - whatever it was, the sequential run decides
         for r, data in snap:
             ctypes.memmove(r.host_ptr + r.lo, data, len(data))

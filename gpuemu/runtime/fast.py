@@ -539,7 +539,7 @@ def install_operators(scope: Any) -> None:
                 if o is None:
                     return slow(pointer, mask, other)
                 other = o
-            return tensor(b.create_masked_load(pointer.handle, mask.handle, other.handle if other else None, cache,
+            return tensor(b.create_masked_load(pointer.handle, mask.handle, other.handle if other is not None else None, cache,
                                                eviction, False), block_type(elt, shape))
 
         return load

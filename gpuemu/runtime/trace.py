@@ -1,0 +1,487 @@
+"""Recorded kernels: one launch's builder calls, replayed as straight-line Python on later launches.
+
+Most of a launch's time is not numpy: it is the kernel's own Python and Triton's semantic layer (type
+checks, casts, broadcasts, constexpr handling) deciding, for every ``tl.*`` call, which builder method to
+call with which handles. For a given kernel and specialisation (constexpr values, argument types, grid
+mode, settings) those decisions do not depend on the values, except where the kernel's Python looks at a
+value. So the first launch of a specialisation records, at the level of the interpreter's builder (with
+the runtime's memory, numerics and batched-grid patches in place), every call the kernel body made:
+
+- a **builder call** (``create_add``, ``create_masked_load``, ...): its method name, its arguments (handles
+  by the slot that produced them, everything else as recorded constants) and the slot of its result;
+- an **opaque call**, where the work happens outside the builder (``tl.reduce`` / ``tl.associative_scan``
+  and their runtime wrappers, the integer overflow check, ``.T``): the launch's current function is called
+  again at replay with tensors rebuilt from the recorded types, and the builder calls inside it are not
+  recorded (they run again inside it);
+- a **guard**, wherever the kernel's Python reads a value (``bool(t)`` in an ``if`` or ``while``,
+  ``t.__index__()`` in ``range(t)``, ``str(t)``): the value seen. At replay the same conversion runs on the
+  new value; any other outcome means the control flow would differ, and the launch is run again from the
+  memory it started with, the ordinary way (:class:`Diverged`). Guards on the arguments themselves
+  (``range(0, N, BLOCK)``) are checked first, before anything runs, so another ``N`` costs nothing.
+
+The record is compiled into one Python function (one line per call), and later launches of the same
+specialisation run that function instead of the kernel. Everything that reads or writes memory, rounds,
+checks bounds or counts the deadline is the launch's own builder method, called as before, so results are
+bit for bit those of the ordinary path (``tests/test_runtime_trace.py`` checks the corpus with and
+without). A replay that raises anything (a finding, an error, a divergence) restores the arguments' bytes
+and re-runs the launch the ordinary way, so a finding's program, lane and line read exactly as before.
+
+What is not recorded (the launch runs as before): a handle that did not come from a recorded call or an
+argument (a tensor descriptor, say), a result the recorder does not know, traces longer than
+:data:`MAX_OPS`. ``ENABLED = False`` turns recording and replay off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+ENABLED = True
+MAX_OPS = 50_000  # calls per recorded pass; a longer body (a long unrolled loop) runs as before
+MAX_KEYS = 1024  # specialisations kept (least recently used dropped)
+MAX_TRACES = 4  # traces per specialisation (one per outcome of the argument guards, most recent first)
+MAX_FAILS = 3  # replays of a specialisation that diverged or raised before it is no longer recorded
+
+_lock = threading.Lock()
+_cache: "OrderedDict[tuple, _Entry]" = OrderedDict()
+stats = {"recorded": 0, "replayed": 0, "diverged": 0, "untraceable": 0}  # for tests and the benchmark
+
+
+class Diverged(Exception):
+    """A guard saw another value than the recording: the kernel's control flow differs."""
+
+    def __init__(self, early: bool) -> None:
+        super().__init__("early" if early else "late")
+        self.early = early
+
+
+class ReplayFailed(BaseException):
+    """A replay raised after it may have touched memory: the launch must re-run the ordinary way.
+    A BaseException so that the batched runner's ``except Exception`` (its fallback to one program at a
+    time) lets it through to the executor."""
+
+
+class _Untraceable(Exception):
+    pass
+
+
+class _Entry:
+    __slots__ = ("traces", "fails", "keep")
+
+    def __init__(self, keep: Any) -> None:
+        self.traces: list[Trace] = []
+        self.fails = 0
+        self.keep = keep  # the rewritten kernel: its id is in the key, so it must stay alive
+
+
+def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> tuple | None:
+    """What a trace is valid for, apart from its guards; None when an argument cannot be part of a key."""
+    import triton.language as tl
+
+    tensor = tl.core.tensor
+
+    def sig(v: Any) -> Any:
+        if type(v) is tensor:
+            ty = v.type  # pointer types are not hashable: by name, constness and address space
+            return ("t", str(ty), getattr(ty, "const", None), getattr(ty, "address_space", None))
+        if type(v) is tuple:
+            return ("()",) + tuple(sig(x) for x in v)
+        hash(v)  # a constexpr or a dtype: part of the key by value
+        return ("c", type(v), v)
+
+    try:
+        parts = tuple((name, sig(v)) for name, v in kargs.items())
+        key = (id(rw.fn), mode, settings, parts, env_of(rw))
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+_names: dict[int, tuple] = {}  # id(rewritten function) -> (it, the global names its code reads)
+
+
+def env_of(rw: Any) -> tuple:
+    """What the kernel's Python saw besides its arguments: the objects its global names are bound to now
+    (a module constant, a helper, ``tl`` itself), the language patch plan (a new one is recorded when
+    another tool changed ``triton.language``) and whether the fast paths are on. The objects are held by
+    the key, so their ids stay unique while it lives."""
+    from . import fast
+
+    hit = _names.get(id(rw.fn))
+    if hit is not None and hit[0] is rw.fn:
+        names = hit[1]
+    else:
+        found: dict[str, None] = {}
+        for code in rw.codes:
+            found.update(dict.fromkeys(code.co_names))
+        names = tuple(found)
+        _names[id(rw.fn)] = (rw.fn, names)
+    g = rw.fn.__globals__
+    values = tuple(map(g.get, names))
+    return (fast.ENABLED, id(fast._plan), fast._plan, tuple(map(id, values)), _Held(values))
+
+
+class _Held:
+    """Objects a key keeps alive without comparing them (equal for any two)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple) -> None:
+        self.values = values
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Held)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def inputs_of(kargs: dict) -> list:
+    """The handles of every tensor argument, in order (the trace's inputs)."""
+    import triton.language as tl
+
+    tensor = tl.core.tensor
+    out: list = []
+
+    def walk(v: Any) -> None:
+        if type(v) is tensor:
+            out.append(v.handle)
+        elif type(v) is tuple:
+            for x in v:
+                walk(x)
+
+    for v in kargs.values():
+        walk(v)
+    return out
+
+
+def candidates(key: tuple | None) -> list["Trace"]:
+    if key is None or not ENABLED:
+        return []
+    with _lock:
+        e = _cache.get(key)
+        if e is None:
+            return []
+        _cache.move_to_end(key)
+        return list(e.traces)
+
+
+def recordable(key: tuple | None) -> bool:
+    if key is None or not ENABLED:
+        return False
+    with _lock:
+        e = _cache.get(key)
+        return e is None or (e.fails < MAX_FAILS and len(e.traces) < 64)
+
+
+def store(key: tuple, trace: "Trace", keep: Any) -> None:
+    with _lock:
+        e = _cache.get(key)
+        if e is None:
+            e = _cache[key] = _Entry(keep)
+            while len(_cache) > MAX_KEYS:
+                _cache.popitem(last=False)
+        e.traces.insert(0, trace)
+        del e.traces[MAX_TRACES:]
+        stats["recorded"] += 1
+
+
+def failed(key: tuple, trace: "Trace") -> None:
+    """A replay of ``trace`` diverged after its start or raised: drop it, count it against the key."""
+    with _lock:
+        e = _cache.get(key)
+        if e is None:
+            return
+        if trace in e.traces:
+            e.traces.remove(trace)
+        e.fails += 1
+        stats["diverged"] += 1
+
+
+def clear() -> None:
+    with _lock:
+        _cache.clear()
+
+
+# ---------------------------------------------------------------------- recording
+class Recorder:
+    """Records one pass of a kernel body (see the module docstring)."""
+
+    def __init__(self, inputs: list) -> None:
+        import triton.language as tl
+
+        self.tl = tl
+        self.TH = None
+        self.slots: dict[int, int] = {}  # id(handle) -> slot
+        self.handles: list = []  # every slot's handle (kept alive: ids stay unique while recording)
+        self.lines: list[tuple[str, int | None]] = []  # (code, slot it defines or None)
+        self.guards_pre: list[str] = []
+        self.consts: list = []
+        self.const_ids: dict[int, int] = {}
+        self.depth = 0
+        self.ok = True
+        self.n_inputs = len(inputs)
+        for h in inputs:
+            self._define(h)
+
+    # -------------------------------------------------------------- encoding
+    def _define(self, h: Any) -> int:
+        s = len(self.handles)
+        self.handles.append(h)
+        self.slots[id(h)] = s
+        return s
+
+    def _const(self, x: Any) -> str:
+        k = self.const_ids.get(id(x))
+        if k is None or self.consts[k] is not x:
+            k = len(self.consts)
+            self.consts.append(x)
+            self.const_ids[id(x)] = k
+        return f"C[{k}]"
+
+    def _slot(self, h: Any) -> int:
+        s = self.slots.get(id(h))
+        if s is None or self.handles[s] is not h:
+            raise _Untraceable("a handle that no recorded call produced")
+        return s
+
+    def _enc(self, x: Any) -> str:
+        t = type(x)
+        if t is self.TH:
+            return f"v{self._slot(x)}"
+        if t is self.tl.core.tensor:
+            return f"T(v{self._slot(x.handle)}, {self._const(x.type)})"
+        if x is None or t is bool or t is int or t is str:
+            return repr(x)
+        if t is list:
+            return "[" + ", ".join(self._enc(v) for v in x) + "]"
+        if t is tuple:
+            return "(" + "".join(self._enc(v) + ", " for v in x) + ")"
+        if t is dict:
+            raise _Untraceable("a dict argument")
+        return self._const(x)
+
+    def _call(self, target: str, args: tuple, kwargs: dict) -> str:
+        parts = [self._enc(a) for a in args] + [f"{k}={self._enc(v)}" for k, v in kwargs.items()]
+        return f"{target}({', '.join(parts)})"
+
+    def _outputs(self, out: Any, expr: str, handles: bool) -> None:
+        """Emit ``expr`` and bind the handles it returns (builder results are handles, opaque results
+        tensors)."""
+        TH, tensor = self.TH, self.tl.core.tensor
+
+        def handle_of(x: Any) -> Any:
+            if handles:
+                return x if type(x) is TH else _MISSING
+            return x.handle if type(x) is tensor and type(x.handle) is TH else _MISSING
+
+        if out is None:
+            self.lines.append((expr, None))
+            return
+        if type(out) is tuple or type(out) is list:
+            hs = [handle_of(x) for x in out]
+            if any(h is _MISSING for h in hs):
+                raise _Untraceable(f"a result of {type(out[0]).__name__}")
+            self.lines.append((f"_r = {expr}", None))
+            for i, h in enumerate(hs):
+                s = self._define(h)
+                self.lines.append((f"v{s} = _r[{i}]" + ("" if handles else ".handle"), s))
+            return
+        h = handle_of(out)
+        if h is _MISSING:
+            if handles and expr.startswith("b.get_") and expr.split("(")[0].endswith("_ty"):
+                return  # a type, not a value
+            raise _Untraceable(f"a result of {type(out).__name__}")
+        s = self._define(h)
+        self.lines.append((f"v{s} = {expr}" + ("" if handles else ".handle"), s))
+
+    def _fail(self) -> None:
+        self.ok = False
+        stats["untraceable"] += 1
+
+    # -------------------------------------------------------------- the wrappers
+    def builder_method(self, name: str, f: Callable) -> Callable:
+        rec = self
+
+        def call(*args, **kwargs):
+            if rec.depth or not rec.ok:
+                rec.depth += 1
+                try:
+                    return f(*args, **kwargs)
+                finally:
+                    rec.depth -= 1
+            try:
+                expr = rec._call(f"b.{name}", args, kwargs)
+            except _Untraceable:
+                rec._fail()
+                expr = None
+            rec.depth += 1
+            try:
+                out = f(*args, **kwargs)
+            finally:
+                rec.depth -= 1
+            if expr is not None and rec.ok:
+                try:
+                    rec._outputs(out, expr, True)
+                except _Untraceable:
+                    rec._fail()
+            return out
+
+        return call
+
+    def opaque(self, index: int, f: Callable) -> Callable:
+        """A call whose work happens outside the builder: recorded as one call of ``O[index]``."""
+        rec = self
+
+        def call(*args, **kwargs):
+            if rec.depth or not rec.ok:
+                return f(*args, **kwargs)
+            try:
+                expr = rec._call(f"O[{index}]", args, kwargs)
+            except _Untraceable:
+                rec._fail()
+                expr = None
+            rec.depth += 1
+            try:
+                out = f(*args, **kwargs)
+            finally:
+                rec.depth -= 1
+            if expr is not None and rec.ok:
+                try:
+                    rec._outputs(out, expr, False)
+                except _Untraceable:
+                    rec._fail()
+            return out
+
+        return call
+
+    def transpose(self, prop: property) -> property:
+        rec = self
+
+        def get(t):
+            if rec.depth or not rec.ok:
+                return prop.fget(t)
+            try:
+                expr = f"{rec._enc(t)}.T"
+            except _Untraceable:
+                rec._fail()
+                expr = None
+            rec.depth += 1
+            try:
+                out = prop.fget(t)
+            finally:
+                rec.depth -= 1
+            if expr is not None and rec.ok:
+                try:
+                    rec._outputs(out, expr, False)
+                except _Untraceable:
+                    rec._fail()
+            return out
+
+        return property(get)
+
+    def guard(self, conv: str, f: Callable) -> Callable:
+        """``bool`` / ``operator.index`` / ``str`` / ``repr`` of a tensor: its result must recur."""
+        rec = self
+
+        def call(t):
+            out = f(t)
+            if rec.depth or not rec.ok:
+                return out
+            try:
+                s = rec._slot(t.handle)
+                expr = f"{conv}(T(v{s}, {rec._const(t.type)}))"
+                want = repr(out) if type(out) in (bool, int) else rec._const(out)
+            except _Untraceable:
+                rec._fail()
+                return out
+            if s < rec.n_inputs:
+                rec.guards_pre.append(f"if {expr} != {want}: raise D(True)")
+            else:
+                rec.lines.append((f"if {expr} != {want}: raise D(False)", None))
+            return out
+
+        return call
+
+    # -------------------------------------------------------------- installing and finishing
+    def install(self, scope: Any, builder: Any, sem: Any) -> None:
+        """Wrap the launch's current builder methods, reductions, scans, overflow check and tensor
+        conversions (call after every other patch of the pass is in)."""
+        import operator
+
+        tl = self.tl
+        it = type(builder).__module__
+        import sys
+
+        self.TH = sys.modules[it].TensorHandle
+        for name in dir(builder):
+            if name.startswith(("create_", "get_")) and not name.endswith("_ty"):
+                f = getattr(builder, name, None)
+                if callable(f):
+                    scope.set(builder, name, self.builder_method(name, f))
+        self.targets: list[tuple[Any, str]] = []
+        for obj, name in ((tl, "reduce"), (tl.core, "reduce"), (tl, "associative_scan"),
+                          (tl.core, "associative_scan"), (sem, "binary_op_sanitize_overflow_impl")):
+            if hasattr(obj, name):
+                self.targets.append((obj, name))
+                scope.set(obj, name, self.opaque(len(self.targets) - 1, getattr(obj, name)))
+        tensor = tl.core.tensor
+        scope.set(tensor, "T", self.transpose(tensor.__dict__["T"]))
+        for dunder, conv in (("__bool__", "bool"), ("__index__", "index"), ("__str__", "str"),
+                             ("__repr__", "repr")):
+            scope.set(tensor, dunder, self.guard(conv, getattr(tensor, dunder)))
+        self._index = operator.index
+
+    def finish(self) -> "Trace | None":
+        if not self.ok or len(self.lines) > MAX_OPS:
+            if self.ok:
+                stats["untraceable"] += 1
+            return None
+        body = ["def _replay(I, b, O, C, T, D, index):"]
+        if self.n_inputs:
+            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
+        body += ["    " + g for g in self.guards_pre]
+        for code, s in self.lines:
+            body.append("    " + code)
+            if s is not None:
+                attr = getattr(self.handles[s], "attr", None)
+                if attr:
+                    body.append(f"    v{s}.attr.update({self._const(dict(attr))})")
+        body.append("    return None")
+        ns: dict[str, Any] = {}
+        exec(compile("\n".join(body), "<gpuemu recorded kernel>", "exec"), ns)
+        t = Trace(ns["_replay"], tuple(self.consts), tuple(self.targets), len(self.lines))
+        t.source = "\n".join(body)
+        return t
+
+
+_MISSING = object()
+
+
+class Trace:
+    """A recorded pass, compiled: ``run(inputs, builder)`` redoes its calls on new argument handles."""
+
+    _ids = itertools.count()
+
+    def __init__(self, fn: Callable, consts: tuple, targets: tuple, n_ops: int) -> None:
+        self.fn = fn
+        self.consts = consts
+        self.targets = targets
+        self.n_ops = n_ops
+        self.id = next(self._ids)
+        self.source = ""  # the compiled function's text (for reading a trace)
+
+    def run(self, inputs: list, builder: Any) -> None:
+        import operator
+
+        import triton.language as tl
+
+        ops = [getattr(obj, name) for obj, name in self.targets]
+        self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index)
+
+
+__all__ = ["ENABLED", "Diverged", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
+           "recordable", "store", "failed", "clear", "stats"]

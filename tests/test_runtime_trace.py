@@ -1,0 +1,203 @@
+"""Recorded kernels (gpuemu.runtime.trace): a replay gives the bits the ordinary path gives, control flow
+that differs is caught by its guard and re-run the ordinary way from the memory the launch started with,
+and a finding in a replay reads exactly as it does without one."""
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpuemu import runtime
+from gpuemu.errors import KernelFinding
+from gpuemu.runtime import trace
+from gpuemu.runtime.report import observe
+
+
+def same_bits(a, b) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
+    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and same_bits(a, b)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(_same, a, b))
+    return repr(a) == repr(b)
+
+
+@pytest.fixture
+def fresh(rt):
+    trace.clear()
+    before = trace.ENABLED
+    yield rt
+    trace.ENABLED = before
+    trace.clear()
+
+
+def _counts():
+    return dict(trace.stats)
+
+
+# ---------------------------------------------------------------------- kernels
+@triton.jit
+def _scale_rows(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + pid * stride + offs, mask=m, other=0.0)
+    tl.store(y_ptr + pid * stride + offs, x / tl.sum(x, axis=0), mask=m)
+
+
+@triton.jit
+def _chunks(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):  # the trip count is a guard on the argument n
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr + tl.arange(0, BLOCK), acc)
+
+
+@triton.jit
+def _bump_then_branch(x_ptr, flag_ptr, BLOCK: tl.constexpr):
+    """Adds 1 to x (a read-modify-write), then branches on a loaded value: a replay that diverges at the
+    branch has already stored; re-running it from there would add 1 twice."""
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+    if tl.load(flag_ptr) > 0:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 10.0)
+    else:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) - 100.0)
+
+
+@triton.jit
+def _copy_unmasked(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+SCALE = 2.0
+
+
+@triton.jit
+def _times_global(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * SCALE)
+
+
+# ---------------------------------------------------------------------- tests
+@pytest.mark.parametrize("grid", ["batched", "sequential"])
+def test_a_second_launch_replays_and_gives_the_same_bits(fresh, grid):
+    runtime.configure(grid=grid)
+    x = torch.randn(5, 37)
+    outs = []
+    before = _counts()
+    for _ in range(3):
+        y = torch.full_like(x, float("nan"))
+        _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+        outs.append(y)
+    after = _counts()
+    assert after["recorded"] == before["recorded"] + 1 and after["replayed"] == before["replayed"] + 2
+    trace.ENABLED = False
+    y = torch.full_like(x, float("nan"))
+    _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+    assert all(same_bits(o, y) for o in outs)
+
+
+def test_new_argument_values_replay_where_the_control_flow_is_the_same(fresh):
+    x = torch.randn(5, 64)
+    for n in (64, 40, 17):  # another n, the same body: one recording serves all
+        y = torch.empty_like(x)
+        _scale_rows[(5,)](x, y, n, x.stride(0), BLOCK=64)
+        expect = x[:, :n] / x[:, :n].sum(dim=1, keepdim=True)
+        torch.testing.assert_close(y[:, :n], expect)
+    assert trace.stats["replayed"] >= 2
+
+
+def test_a_loop_bound_from_an_argument_is_a_guard_checked_before_anything_runs(fresh):
+    x = torch.randn(300)
+    results = {}
+    for n in (100, 300, 100, 300, 50):
+        y = torch.empty(64)
+        _chunks[(1,)](x, y, n, BLOCK=64)
+        results.setdefault(n, []).append(y)
+    for n, ys in results.items():
+        expect = torch.nn.functional.pad(x[:n], (0, -n % 64)).reshape(-1, 64).sum(0)
+        for y in ys:
+            torch.testing.assert_close(y, expect)
+        assert all(same_bits(ys[0], y) for y in ys)
+    assert trace.stats["replayed"] >= 2 and trace.stats["diverged"] == 0  # argument guards pick a trace
+
+
+def test_a_branch_on_a_loaded_value_that_differs_reruns_from_the_original_bytes(fresh):
+    x0 = torch.arange(8, dtype=torch.float32)
+    for flag, expect in ((1, (x0 + 1) * 10), (1, (x0 + 1) * 10), (0, x0 + 1 - 100), (1, (x0 + 1) * 10)):
+        x = x0.clone()
+        _bump_then_branch[(1,)](x, torch.tensor([flag], dtype=torch.int32), BLOCK=8)
+        assert torch.equal(x, expect), (flag, x)
+    assert trace.stats["diverged"] >= 1
+
+
+def test_a_finding_in_a_replay_reads_as_without_replays(fresh):
+    x = torch.randn(128)
+    _copy_unmasked[(4,)](x, torch.empty(128), BLOCK=32)  # in bounds: recorded
+    found = []
+    for enabled in (True, False):
+        trace.ENABLED = enabled
+        y = torch.zeros(128)
+        with pytest.raises(KernelFinding) as ei:
+            _copy_unmasked[(4,)](x[:100], y, BLOCK=32)
+        found.append((str(ei.value), y.clone()))
+    assert found[0][0] == found[1][0] and "program (3, 0, 0)" in found[0][0]
+    assert torch.equal(found[0][1], found[1][1])
+
+
+def test_a_changed_module_global_is_a_new_specialisation(fresh, monkeypatch):
+    x = torch.randn(16)
+    y = torch.empty(16)
+    _times_global[(1,)](x, y, BLOCK=16)
+    _times_global[(1,)](x, y, BLOCK=16)
+    assert torch.equal(y, x * 2)
+    monkeypatch.setitem(_times_global.fn.__globals__, "SCALE", 3.0)
+    _times_global[(1,)](x, y, BLOCK=16)
+    assert torch.equal(y, x * 3)
+
+
+def test_the_corpus_replays_bit_for_bit(fresh):
+    """Every launcher of examples/kernels, fp32/fp16/bf16 batched and fp32 one program at a time: the first
+    launch (recording) and the second (replaying) give the bits of a launch with recording off."""
+    from gpuemu import cases, corpus, target
+
+    checked = 0
+    unstable: list = []
+    start = _counts()
+    for entry in corpus.load_manifest():
+        fn = target.load(corpus.resolve_target(entry))
+        seed = next(s for s in range(1000, 1400)
+                    if int(np.prod(list(cases.generate(entry.op, s, dtype="fp32").dims.values()))) >= 512)
+        for grid, dtype in (("batched", "fp32"), ("batched", "fp16"), ("batched", "bf16"), ("sequential", "fp32")):
+            runtime.configure(grid=grid)
+            case = cases.generate(entry.op, seed, dtype=dtype)
+            outs = {}
+            for mode in ("off", "record", "replay", "off again"):
+                if mode == "off again" and all(_same(outs["off"], outs[m]) for m in ("record", "replay")):
+                    break
+                trace.ENABLED = not mode.startswith("off")
+                inputs, kwargs = cases.materialize(case)
+                with observe(), np.errstate(all="ignore"):
+                    try:
+                        outs[mode] = fn(**inputs, **kwargs)
+                    except Exception as e:  # noqa: BLE001 - a finding or a refusal: the same one every way
+                        outs[mode] = f"{type(e).__name__}: {e}"
+            if "off again" in outs:
+                # a launcher whose output holds memory it never wrote (torch.empty) differs from itself
+                assert not _same(outs["off"], outs["off again"]), (entry.target, grid, dtype, outs["off"])
+                unstable.append((entry.target, grid, dtype))
+            checked += 1
+    assert checked >= 4 * 60 and len(unstable) <= 4, unstable
+    end = _counts()
+    # the replay engaged: most second launches replayed
+    assert end["replayed"] - start["replayed"] >= 0.5 * checked, (start, end)
