@@ -54,3 +54,55 @@ def undetermined(op: str, inputs: Mapping[str, Any], device: Any) -> str | None:
     return (f"inputs up to |x| = {biggest:.3g}, past {SCALED_EXP2_RANGE:.3g} = 2^24/log2(e): on a GPU the "
             "FMA-contracted exp2(x*log2e - max) is off by the product's rounding error, at least 1 in the exponent, "
             "so the result is not determined by the inputs here (judged on the CPU instead)")
+
+
+# ---------------------------------------------------------------- subnormal results (flush to zero)
+# The smallest normal fp32 (and bf16) magnitude. Triton's approximate instructions flush subnormal results to zero
+# on NVIDIA GPUs: measured on the H200, the corpus's exp2-based exp returned 0 for a bf16 result of 4.97e-40
+# (case 0x46566ed9a02404a4 of `gpuemu fuzz examples/kernels/exp.py:exp_exp2 --device cuda -n 900 --seed 1`), and
+# bench/gpu_arith_probe.py measures which instructions flush (bench/gpu_arith_h200.md). fp16's subnormals start at
+# 6.1e-5 and are kept (the fp32 -> fp16 conversion rounds, it does not flush), so the floor is fp32's.
+from .tolerance import FLT_MIN  # noqa: E402  (re-exported: the flush's threshold)
+
+
+def accumulation_factor(spec: Any, dims: Mapping[str, int]) -> tuple[float, str]:
+    """How far past the calibrated range this case's longest accumulation runs, as a factor >= 1 on rtol, and the
+    words that say so ('' when it is within the range).
+
+    A calibrated rtol was fitted on cases whose reduced and contracted dims stay within the generator's regular
+    caps (``cases.dim_limits``: 1100 for a reduced row, 200 for matmul's K); the default strategy also draws rows
+    of several blocks, far past them (up to 64k). A correct kernel that accumulates in fp32 sums such a row in
+    steps the fit never saw: its rounding error grows with the number of sequential additions, at most linearly
+    (the classic bound gamma_n = n * u), and a GPU's sequential per-thread accumulation (Triton's fp32 `tl.dot` on
+    the FMA path, a loop over blocks) reaches it: measured on the H200, the corpus's correct fp32 matmul erred
+    14x its calibrated bound at K = 7755, softmax 2x at N = 8832, Welford layernorm 1.3x at N = 14406. So past the
+    calibrated length the rtol grows with the length, linearly (the worst-case rate), never below the fit: a
+    precision bug (an fp16 or bf16 accumulator, 2^13 times fp32's unit roundoff) stays far outside it, and
+    structural bugs (an overwritten accumulator, a missing max) are O(1) errors."""
+    from .cases import dim_limits
+
+    worst, why = 1.0, ""
+    for d, kind in spec.dims.items():
+        if kind not in ("reduced", "contracted") or d not in dims:
+            continue
+        cap = dim_limits(spec, d)[1]
+        if dims[d] > cap and dims[d] / cap > worst:
+            worst, why = dims[d] / cap, f"{d}={dims[d]} past the calibrated {cap}"
+    return worst, why
+
+
+def case_tolerance(tol: Any, spec: Any, dims: Mapping[str, int], device: Any) -> Any:
+    """``tol`` (a calibrated Tolerance) for one case on ``device``: rtol scaled by :func:`accumulation_factor`
+    (on every device: the CPU runtime accumulates across blocks in the kernel's own order too), and on CUDA
+    ``flush_subnormals``: a result below the smallest normal fp32 may be flushed to zero there."""
+    import dataclasses
+
+    from .tolerance import device_kind
+
+    factor, why = accumulation_factor(spec, dims)
+    if factor > 1.0:
+        tol = dataclasses.replace(tol, rtol=tol.rtol * factor, source=f"{tol.source} x{factor:.3g} ({why})")
+    if device_kind(device) == "cuda" and not tol.flush_subnormals:
+        tol = dataclasses.replace(tol, flush_subnormals=True, source=f"{tol.source}, subnormal results may flush "
+                                                                      "to zero (CUDA)")
+    return tol

@@ -22,6 +22,10 @@ logits: see ``OpSpec.wider_output``). ``floor(out)`` is the spacing of the dtype
 rounding a result into the subnormal range costs that much in absolute terms, however correct the
 kernel. When every reference element is so small that atol alone would cover it, atol is dropped: such
 a case would otherwise pass a kernel that writes zeros.
+
+A tolerance with ``flush_subnormals`` (set for outputs on CUDA, ``device_arith.case_tolerance``) also allows an
+element whose reference lies below the smallest normal fp32 (2^-126) to be flushed to zero, as the GPU's
+approximate instructions do: there the bound gains |ref_i|.
 """
 
 from __future__ import annotations
@@ -42,9 +46,13 @@ class Tolerance:
     atol: float
     source: str = "rulepack"
     scale: str = "condition"
+    flush_subnormals: bool = False  # results below 2^-126 may be flushed to zero (a GPU's approximate math)
 
     def to_dict(self) -> dict:
-        return {"rtol": self.rtol, "atol": self.atol, "source": self.source, "scale": self.scale}
+        d = {"rtol": self.rtol, "atol": self.atol, "source": self.source, "scale": self.scale}
+        if self.flush_subnormals:
+            d["flush_subnormals"] = True
+        return d
 
 
 class ToleranceTable:
@@ -108,6 +116,17 @@ def rounding_allowance(ref, dtype: str, *, exact: bool = False, rounded=None, ou
     return allowance
 
 
+FLT_MIN = 2.0**-126  # the smallest normal fp32 (and bf16) magnitude
+
+
+def flush_allowance(ref):
+    """Per element, what flushing a subnormal result to zero costs: |ref| where |ref| < 2^-126, else 0."""
+    import torch
+
+    mag = torch.nan_to_num(ref.abs(), nan=0.0, posinf=0.0)
+    return torch.where(mag < FLT_MIN, mag, torch.zeros_like(mag))
+
+
 def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None, out_dtype: str | None = None):
     """Per-element bound (float64 tensor); see the module docstring for the formula."""
     import torch
@@ -117,6 +136,8 @@ def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None, out
     s = torch.maximum(scale, ref.abs())
     s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
     allowance = rounding_allowance(ref, dtype, exact=tol.rtol == 0, rounded=rounded, out_dtype=out_dtype)
+    if tol.flush_subnormals:
+        allowance = allowance + flush_allowance(ref)
     if tol.atol > 0 and bool((ref.abs() <= tol.atol).all()):
         return tol.rtol * s + allowance  # all-near-zero output: never pass on atol alone
     return tol.atol + tol.rtol * s + allowance

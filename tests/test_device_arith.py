@@ -2,6 +2,7 @@
 
 import torch
 
+from gpuemu import ops
 from gpuemu.device_arith import SCALED_EXP2_RANGE, undetermined
 
 
@@ -19,3 +20,38 @@ def test_determined_below_the_range_on_the_cpu_and_for_other_ops():
     assert undetermined("softmax", big, "cpu") is None  # the interpreter has no FMA: judged there
     assert undetermined("relu", big, "cuda") is None
     assert undetermined("softmax", {"x": torch.tensor([float("inf"), 1.0])}, "cuda") is None  # inf is not magnitude
+
+
+# ---------------------------------------------------------------- accumulation past the calibrated length, FTZ
+
+
+def test_accumulation_factor_grows_linearly_past_the_calibrated_length():
+    from gpuemu.cases import dim_limits
+    from gpuemu.device_arith import accumulation_factor
+
+    softmax, matmul = ops.get("softmax"), ops.get("matmul")
+    cap = dim_limits(softmax, "N")[1]
+    assert accumulation_factor(softmax, {"N": cap}) == (1.0, "")
+    factor, why = accumulation_factor(softmax, {"N": 8 * cap})
+    assert factor == 8.0 and f"N={8 * cap}" in why
+    k_cap = dim_limits(matmul, "K")[1]
+    assert accumulation_factor(matmul, {"M": 10_000, "N": 10_000, "K": k_cap})[0] == 1.0  # tiled dims do not count
+    assert accumulation_factor(matmul, {"M": 8, "N": 8, "K": 4 * k_cap})[0] == 4.0
+
+
+def test_case_tolerance_scales_rtol_and_on_cuda_lets_subnormal_results_flush():
+    from gpuemu.device_arith import case_tolerance
+    from gpuemu.tolerance import Tolerance, bounds
+
+    tol = Tolerance(1e-6, 1e-37, "pack")
+    spec = ops.get("softmax")
+    cpu = case_tolerance(tol, spec, {"N": 2200}, "cpu")
+    assert cpu.rtol == 2e-6 and not cpu.flush_subnormals and "past the calibrated" in cpu.source
+    cuda = case_tolerance(tol, spec, {"N": 10}, "cuda:0")
+    assert cuda.rtol == 1e-6 and cuda.flush_subnormals and "flush" in cuda.source
+    # exp's result 4.97e-40 (bf16, measured on the H200): the GPU wrote 0 -- allowed on CUDA only; a normal
+    # result written as 0 stays far outside either bound
+    ref = torch.tensor([4.97e-40], dtype=torch.float64)  # atol is dropped: every element is below it
+    assert bounds(ref, ref, cpu, "bf16")[0] < 4.97e-40 <= bounds(ref, ref, cuda, "bf16")[0]
+    normal = torch.tensor([1e-30], dtype=torch.float64)
+    assert bounds(normal, normal, cuda, "bf16")[0] < 1e-30
