@@ -1,10 +1,11 @@
-"""The oracle: fp64 reference, one comparison core, and the Verdict.
+"""The oracle: an op's fp64 reference and bound, its guards, and the launcher hygiene around a run.
 
 Every source of kernel calls (the fuzzer, the hook, reports) ends here, so a divergence found anywhere
-reads and replays the same way. :meth:`Oracle.compare` judges one output against the reference;
-:meth:`Oracle.evaluate` runs a launcher on a case with the hygiene checks around it (inputs unmodified,
-outputs poisoned, run twice for determinism, no aliasing) and then compares.
-"""
+reads and replays the same way. :meth:`Oracle.compare` computes the op's reference, error scale and bound
+and hands them to the comparison core (:mod:`gpuemu.compare`, where :class:`Verdict` lives), with the mpmath
+guards and the framework rule as its hooks; :meth:`Oracle.evaluate` runs a launcher on a case with the
+hygiene checks around it (inputs unmodified, outputs poisoned, run twice for determinism, no aliasing) and
+then compares."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
 from .resources import LaunchRefused
 from .runners import Launch, run_launcher
-from .tolerance import UNIT_ROUNDOFF, Tolerance, ToleranceTable, bounds
+from .compare import (ERROR, FAIL, PASS, PRECONDITION, REJECTED, SCHEMA_VERSION, SKIP, Verdict,  # noqa: F401
+                      bound_line, check_form, compare, compare_index, elementwise_error)
+from .compare import fmt as _fmt, unravel as _unravel  # noqa: F401 (one index helper for every report)
+from .tolerance import Tolerance, ToleranceTable, bounds
 
-SCHEMA_VERSION = 1
-PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
-# a case that fails only because an input broke a precondition nobody declared (non-contiguous, say), and a
-# launcher that refuses such an input with a clear exception: see gpuemu.preconditions
-PRECONDITION, REJECTED = "precondition", "rejected"
 FRAMEWORK_FACTOR = 2.0  # torch's accuracy minifier: a result may be twice as far from fp64 as eager's
 MP_CHECKS = 3  # worst elements re-checked with mpmath before a mismatch is final
 # fp64's own forward error is taken to be at most this many times its model n * 2^-53 * scale (the model is a
@@ -33,71 +32,8 @@ MP_CHECKS = 3  # worst elements re-checked with mpmath before a mismatch is fina
 FP64_TRUST = 64.0
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the oracle concluded about one call. ``message`` is one line; ``detail`` is the report."""
-
-    status: str
-    kind: str = "ok"  # ok | mismatch | nonfinite | shape | dtype | type | mutation | nondeterministic | alias | exception | refusal | out_of_resources | skipped
-    message: str = ""
-    detail: str = ""
-    max_abs_err: float | None = None
-    tol: float | None = None
-    index: tuple[int, ...] | None = None
-    out_value: float | None = None
-    ref_value: float | None = None
-    mismatched: int = 0
-    numel: int = 0
-    worst_ratio: float | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    reference: str = "fp64"
-    basis: str = "bound"  # bound: within the fp64 bound; framework: no further from fp64 than PyTorch eager
-    seconds: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.status in (PASS, REJECTED)
-
-    def to_dict(self) -> dict:
-        return {
-            "schema_version": SCHEMA_VERSION, "status": self.status, "kind": self.kind, "message": self.message,
-            "detail": self.detail, "max_abs_err": self.max_abs_err, "tol": self.tol,
-            "index": list(self.index) if self.index is not None else None, "out_value": self.out_value,
-            "ref_value": self.ref_value, "mismatched": self.mismatched, "numel": self.numel,
-            "worst_ratio": self.worst_ratio, "rtol": self.rtol, "atol": self.atol, "reference": self.reference,
-            "basis": self.basis, "seconds": dict(self.seconds),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        kw = {k: d.get(k) for k in ("status", "kind", "message", "detail", "max_abs_err", "tol", "out_value",
-                                    "ref_value", "worst_ratio", "rtol", "atol")}
-        return cls(**{k: v for k, v in kw.items() if v is not None}, index=tuple(d["index"]) if d.get("index") is not None else None,
-                   mismatched=int(d.get("mismatched", 0)), numel=int(d.get("numel", 0)),
-                   reference=d.get("reference", "fp64"), basis=d.get("basis", "bound"),
-                   seconds=dict(d.get("seconds", {})))
-
-
 def _dtype_name(dt) -> str:
     return {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}.get(str(dt), "fp32")
-
-
-def _fmt(x: float | None) -> str:
-    return "nan" if x is None or x != x else f"{x:.3g}"
-
-
-def _fmt_pair(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` with the fewest significant digits (3 to 17) that show they differ."""
-    for digits in range(3, 18):
-        fa, fb = ("nan" if a != a else f"{a:.{digits}g}"), ("nan" if b != b else f"{b:.{digits}g}")
-        if fa != fb:
-            break
-    return fa, fb
-
-
-def _idx(i: tuple[int, ...]) -> str:
-    return "[" + ",".join(str(v) for v in i) + "]"
 
 
 def to_reference_inputs(spec: ops.OpSpec, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,21 +97,6 @@ def output_dtype(spec: ops.OpSpec, dtype: str, output) -> str | None:
     if spec.wider_output and wider and output.dtype == torch_dtype(wider):
         return wider
     return None
-
-
-def elementwise_error(out, ref, dtype: str):
-    """|out - ref| per element (float64), with the non-finite rules: both NaN, or the same infinity, is no
-    error; a result beyond the dtype's range may round to inf (or saturate at max) with no error; any
-    other non-finite output, or a non-finite reference the output misses, is an infinite error."""
-    import torch
-
-    fmax = torch.finfo(torch_dtype(dtype)).max
-    ref_fin, out_fin = ref.isfinite(), out.isfinite()
-    overflow_ok = ref_fin & (ref.abs() > fmax) & ((out.isinf() & (out.sign() == ref.sign())) | (out.abs() >= fmax))
-    err = (out - ref).abs()
-    err = torch.where(ref_fin & out_fin, err, torch.full_like(err, math.inf))
-    same = overflow_ok | (ref.isnan() & out.isnan()) | (ref.isinf() & (out == ref))
-    return torch.where(same, torch.zeros_like(err), err)
 
 
 def _storage_bytes(t):
@@ -244,105 +165,51 @@ class Oracle:
         import torch
 
         base = dict(rtol=tol.rtol, atol=tol.atol, numel=ref.numel())
-        if not isinstance(output, torch.Tensor):
-            return Verdict(FAIL, "type", f"returned {type(output).__name__}, expected a torch.Tensor", **base)
         want_dtype = torch.int64 if spec.out_kind == "index" else torch_dtype(dtype)
-        if tuple(output.shape) != tuple(ref.shape):
-            return Verdict(FAIL, "shape", f"output shape {list(output.shape)} != expected {list(ref.shape)} "
-                                          f"({spec.signature})", **base)
-        out_dtype = output_dtype(spec, dtype, output)
-        if out_dtype is None:
-            wider = f" (or {_WIDER[dtype]}: {spec.name} may return a more precise result)" \
-                if spec.wider_output and dtype in _WIDER else ""
-            return Verdict(FAIL, "dtype", f"output dtype {str(output.dtype).replace('torch.', '')} != expected "
-                                          f"{str(want_dtype).replace('torch.', '')}{wider}", **base)
+        out_dtype = output_dtype(spec, dtype, output) if isinstance(output, torch.Tensor) else None
+        wider = f" (or {_WIDER[dtype]}: {spec.name} may return a more precise result)" \
+            if spec.wider_output and dtype in _WIDER else ""
+        bad_form = check_form(output, ref, want_dtype=want_dtype, accepted=out_dtype is not None,
+                              signature=spec.signature, base=base, wider_note=wider)
+        if bad_form is not None:
+            return bad_form
         first = next((t for t in inputs.values() if t is not None), None)
         if first is not None and output.device != first.device:
             return Verdict(FAIL, "device", f"output on {output.device}, inputs on {first.device}", **base)
         if ref.numel() == 0:
             return Verdict(PASS, **base)
         if spec.out_kind == "index":
-            return self._judge_index(output, ref, base)
-        return self._judge_float(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol, base, out_dtype)
+            return compare_index(output, ref, rtol=tol.rtol, atol=tol.atol)
+        return self._judge_float(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol, out_dtype)
 
-    def _judge_index(self, output, ref, base) -> Verdict:
-        out = output.detach().cpu().to(ref.dtype)
-        bad = out != ref
-        n = int(bad.sum())
-        if n == 0:
-            return Verdict(PASS, **base)
-        flat = int(bad.reshape(-1).nonzero()[0])
-        idx = tuple(int(i) for i in _unravel(flat, ref.shape))
-        o, r = int(out.reshape(-1)[flat]), int(ref.reshape(-1)[flat])
-        detail = (f"Mismatched elements: {n} / {ref.numel()} ({100.0 * n / ref.numel():.1f}%)\n"
-                  f"First mismatch at index {_idx(idx)}: got {o}, expected {r} (indices must match exactly)")
-        return Verdict(FAIL, "mismatch", f"index mismatch: got {o}, expected {r} at {_idx(idx)}", detail,
-                       max_abs_err=float(abs(o - r)), tol=0.0, index=idx, out_value=float(o), ref_value=float(r),
-                       mismatched=n, worst_ratio=math.inf, **base)
-
-    def _judge_float(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol, base,
-                     out_dtype) -> Verdict:
+    def _judge_float(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol, out_dtype) -> Verdict:
+        """The op's bound (:func:`gpuemu.tolerance.bounds`) and its guards around the one comparison core: the
+        fp64 guard first (where fp64's own error could reach the bound, mpmath recomputes the reference), the
+        mpmath re-check of mismatches and the framework rule as :func:`gpuemu.compare.compare`'s hooks."""
         import torch
 
         out = output.detach().to("cpu", torch.float64)
         rounded = spec.rounded_magnitude(inputs64, kwargs, ref, dtype)
         bound = bounds(scale, ref, tol, dtype, rounded=rounded, out_dtype=out_dtype)
-        ref_fin, out_fin = ref.isfinite(), out.isfinite()
         note = ""
         t_mp = time.perf_counter()
         guarded = spec.mp_element is not None and not spec.exact_reference
         fp64_err = _fp64_error(spec, inputs64, ref, scale) if guarded else None
         if fp64_err is not None:
             ref, note = self._fp64_guard(spec, inputs64, kwargs, ref, fp64_err, bound)
-        mp_s = time.perf_counter() - t_mp
-        err = elementwise_error(out, ref, out_dtype)
-        bad = err > bound
-        n = int(bad.sum())
-        if n and guarded:
-            t_mp = time.perf_counter()
-            n, bad, note2 = self._mpmath_guard(spec, inputs64, kwargs, out, ref, bound, bad, fp64_err)
-            mp_s += time.perf_counter() - t_mp
-            note = "; ".join(x for x in (note, note2) if x)
-        base = dict(base, seconds={"mpmath": mp_s})  # the guards' share of compare (reported apart by compare())
-        if n == 0:
-            return Verdict(PASS, reference="fp64+mpmath" if note else "fp64", **base)
-        ratio = torch.where(bad, err / bound.clamp_min(1e-300), torch.zeros_like(err))
-        as_eager = self._framework_rule(spec, inputs, kwargs, ref, bound, float(ratio.max()))
-        if as_eager is not None:
-            return Verdict(PASS, reference="fp64+mpmath" if note else "fp64", basis="framework", detail=as_eager,
-                           **base)
-        worst_flat = int(ratio.reshape(-1).argmax())
-        bad_err = torch.where(bad, err, torch.full_like(err, -1.0)).reshape(-1)
-        maxerr_flat = int(bad_err.argmax())
-        idx = tuple(int(i) for i in _unravel(maxerr_flat, ref.shape))
-        flat_out, flat_ref, flat_bound = out.reshape(-1), ref.reshape(-1), bound.reshape(-1)
-        e = float(bad_err[maxerr_flat])
-        b = float(flat_bound[maxerr_flat])
-        o, r = float(flat_out[maxerr_flat]), float(flat_ref[maxerr_flat])
-        nonfinite = not math.isfinite(o) and math.isfinite(r)
-        kind = "nonfinite" if nonfinite else "mismatch"
-        rel = torch.where(bad & ref_fin & out_fin, err / ref.abs().clamp_min(1e-300), torch.zeros_like(err)).reshape(-1)
-        rel_flat = int(rel.argmax())
-        widx = tuple(int(i) for i in _unravel(worst_flat, ref.shape))
-        lines = [
-            f"Mismatched elements: {n} / {ref.numel()} ({100.0 * n / ref.numel():.1f}%)",
-            f"Greatest absolute difference: {_fmt(e)} at index {_idx(idx)} (up to {_fmt(b)} allowed): "
-            "got {}, expected {}".format(*_fmt_pair(o, r)),
-            (f"Greatest relative difference: {_fmt(float(rel[rel_flat]))} at index "
-             f"{_idx(tuple(int(i) for i in _unravel(rel_flat, ref.shape)))}" if bool((bad & ref_fin & out_fin).any())
-             else "Greatest relative difference: none finite (every mismatched element is NaN or infinite)"),
-            f"Worst element relative to its bound: {_idx(widx)}, {_fmt(float(ratio.reshape(-1)[worst_flat]))}x the bound",
-            _bound_doc(spec, tol, dtype),
-        ]
-        if nonfinite:
-            lines.insert(1, f"Non-finite output where the reference is finite: {int((~out_fin & ref_fin).sum())} elements")
-        if note:
-            lines.append(note)
-        msg = (f"non-finite output {_fmt(o)} where reference is {_fmt(r)}" if nonfinite
-               else f"max abs err {_fmt(e)} > tol {_fmt(b)}")
-        return Verdict(FAIL, kind, msg, "\n".join(lines), max_abs_err=e, tol=b, index=idx, out_value=o, ref_value=r,
-                       mismatched=n, worst_ratio=float(ratio.reshape(-1)[worst_flat]),
-                       reference="fp64+mpmath" if note else "fp64", **base)
+        fp64_guard_s = time.perf_counter() - t_mp
+
+        def recheck(out, ref, bound, bad):
+            return self._mpmath_guard(spec, inputs64, kwargs, out, ref, bound, bad, fp64_err)[1:]
+
+        def rescue(worst: float):
+            return self._framework_rule(spec, inputs, kwargs, ref, bound, worst)
+
+        v = compare(out, ref, bound, dtype=out_dtype, rtol=tol.rtol, atol=tol.atol, note=note,
+                    bound_doc=bound_line(tol, dtype, spec.scale_doc, spec.rounded_doc if spec.rounded else None),
+                    recheck=recheck if guarded else None, rescue=rescue)
+        # the guards' share of compare (reported apart by compare())
+        return _with(v, seconds={"mpmath": v.seconds.get("mpmath", 0.0) + fp64_guard_s})
 
     def _framework_rule(self, spec, inputs, kwargs, ref, bound, worst: float) -> str | None:
         """"Correct" as the field means it: a case outside the fp64 bound still passes when PyTorch's own eager
@@ -547,25 +414,6 @@ def _reduction_length(spec: ops.OpSpec, inputs64: Mapping[str, Any]) -> int:
             if spec.dims.get(d) in ("reduced", "contracted"):
                 n = max(n, int(size))
     return n + 2
-
-
-def _bound_doc(spec: ops.OpSpec, tol: Tolerance, dtype: str) -> str:
-    """The report's "Bound:" line: the formula :func:`gpuemu.tolerance.bounds` applied, with its numbers."""
-    if tol.scale == "ref":
-        return f"Bound: atol + rtol * |ref| with rtol={tol.rtol:g}, atol={tol.atol:g} ({tol.source})"
-    rounding = (f" + u * (|ref| + {spec.rounded_doc.rsplit(' (', 1)[0]})" if spec.rounded else " + u * |ref|") if tol.rtol else ""
-    u = f", u={UNIT_ROUNDOFF[dtype]:g} ({dtype} rounding)" if tol.rtol else ""
-    return (f"Bound: atol + rtol * scale{rounding} with rtol={tol.rtol:g}, atol={tol.atol:g}{u}, "
-            f"scale = {spec.scale_doc} ({tol.source})")
-
-
-def _unravel(flat: int, shape) -> tuple[int, ...]:
-    out = []
-    for s in reversed(tuple(shape)):
-        out.append(flat % s)
-        flat //= s
-    return tuple(reversed(out))
-
 
 
 __all__ = ["Oracle", "Verdict", "Evaluation", "reference", "to_reference_inputs", "output_dtype", "PASS", "FAIL",

@@ -1,9 +1,10 @@
-"""Judging one shadowed output through the one Oracle.
+"""Judging one shadowed output through the one comparison core.
 
 An op-bound call is judged by :meth:`Oracle.compare` against the op's fp64 reference. A graph output or
-a metamorphic re-launch has no OpSpec of its own; it is judged by the same ``Oracle.compare`` through a
-one-off spec whose reference is the given float64 tensor and whose error scale says what the bound is
-relative to, so every verdict, message and detail reads the same wherever it came from.
+a metamorphic re-launch has no OpSpec of its own; it is judged by :func:`gpuemu.compare.judge`, the same
+comparison core the Oracle hands its reference and bound to, on the given float64 reference and an error
+scale that says what the bound is relative to, so every verdict, message and detail reads the same
+wherever it came from.
 
 Large outputs are judged on their device (:func:`judge_against`): every element's error against its bound
 is computed there, and the ``SKETCH_K`` elements nearest to or over their bound go through the Oracle (the
@@ -35,18 +36,20 @@ def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: Tole
     :mod:`gpuemu.tolerance`) with the rule pack's default tolerance for ``dtype``. The reference and scale
     may live on the output's device; an output of more than ``SKETCH_MIN`` elements is judged there.
     """
-    from ..ops import ArgSpec, OpSpec
+    import time
+
+    from ..compare import judge
 
     tol = tol or tolerances.get("default", dtype, device=getattr(output, "device", None))
     if output.numel() > SKETCH_MIN:
         return _judge_sketch(output, reference64, scale64, tol=tol, dtype=dtype, tolerances=tolerances, what=what,
                              scale_doc=scale_doc)
+    t = time.perf_counter()
     ref = reference64.detach().to("cpu")
     scale = scale64.to("cpu") if scale64 is not None else ref.abs()
-    spec = OpSpec(name=f"hook.{what}", signature=what, meaning=what, args=(ArgSpec("x", ("N",)),),
-                  dims={"N": "tiled"}, reference=lambda x: ref, error_scale=lambda i, k, r: scale,
-                  scale_doc=scale_doc)
-    verdict = Oracle(tolerances).compare(spec, dtype, {"x": output.new_empty(0)}, {}, output, tol=tol)
+    verdict = judge(output, ref, dtype=dtype, tol=tol, scale=scale, scale_doc=scale_doc, signature=what)
+    verdict = dataclasses.replace(verdict, seconds={"reference": 0.0, "compare": time.perf_counter() - t,
+                                                    "mpmath": 0.0})
     if verdict.status == PASS and verdict.worst_ratio is None and ref.numel():
         verdict = dataclasses.replace(verdict, worst_ratio=_pass_ratio(output, ref, scale, tol, dtype))
     return verdict
