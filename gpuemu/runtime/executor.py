@@ -79,8 +79,20 @@ class LaunchState:
     kernel_codes: frozenset = frozenset()
     rewritten: Any = None
     libdevice_patched: bool = False
+    scope: Any = None  # the launch's _Scope (helpers found mid-launch patch their modules into it)
+    patched_modules: set = field(default_factory=set)
     _spin_fp: Any = None
     _spin_n: int = 0
+
+    def reset(self, kernel: str, settings: Settings, arena: Arena, deadline: float) -> None:
+        """Make this (the process's reused) state the state of a new launch."""
+        self.kernel, self.settings, self.arena, self.deadline = kernel, settings, arena, deadline
+        self.program = (0, 0, 0)
+        self.dot_precisions = []
+        self.codes, self.kernel_codes, self.rewritten = {}, frozenset(), None
+        self.libdevice_patched, self.scope = False, None
+        self.patched_modules = set()
+        self._spin_fp, self._spin_n = None, 0
 
     @property
     def dot_precision(self) -> str:
@@ -161,8 +173,28 @@ class _Scope:
 
     def __init__(self) -> None:
         self._undo: list[Callable[[], None]] = []
+        self.recording: list | None = None  # when a list: every set() is also noted there
+
+    def set_many(self, objs: list, names: list, values: list) -> None:
+        """``set`` for each (object, name, value), with one undo for all of them."""
+        olds = [getattr(o, "__dict__", {}).get(n, _MISSING) for o, n in zip(objs, names)]
+        list(map(setattr, objs, names, values))
+
+        def undo():
+            for obj, name, old in zip(reversed(objs), reversed(names), reversed(olds)):
+                if old is _MISSING:
+                    try:
+                        delattr(obj, name)
+                    except AttributeError:
+                        pass
+                else:
+                    setattr(obj, name, old)
+
+        self._undo.append(undo)
 
     def set(self, obj: Any, name: str, value: Any) -> None:
+        if self.recording is not None:
+            self.recording.append((obj, name, value))
         own = getattr(obj, "__dict__", {})  # a class's mappingproxy or an instance's / module's dict
         old = own[name] if name in own else _MISSING
         setattr(obj, name, value)
@@ -335,14 +367,21 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             kargs[pname] = _convert(value, pname, arena)
     constexprs = {k: v for k, v in bound.arguments.items() if k in constexpr_names}
     rw = rewrite(kernel, fn)
-    state = LaunchState(kernel=name, settings=settings, arena=arena,
-                        deadline=time.monotonic() + settings.timeout_s)
-    state.codes = {c: name for c in rw.codes}
-    state.kernel_codes = rw.codes
-    state.rewritten = rw
     t0 = time.perf_counter()
     with _lock:
+        global _depth
+        _depth += 1
+        deadline = time.monotonic() + settings.timeout_s
+        if _depth == 1:  # the process's one state: the launch patches built for it are reused (_patch)
+            state = _STATE
+            state.reset(name, settings, arena, deadline)
+        else:  # a launch inside a launch: its own state and patches
+            state = LaunchState(kernel=name, settings=settings, arena=arena, deadline=deadline)
+        state.codes = {c: name for c in rw.codes}
+        state.kernel_codes = rw.codes
+        state.rewritten = rw
         scope = _Scope()
+        state.scope = scope
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         try:
@@ -358,6 +397,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                     passes.restore(arena, state)
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
+            dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
             raise _translate(e, state) from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
@@ -368,8 +408,9 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             if lang_scope is not None:
                 lang_scope.restore()
             arena.writeback()
+            _depth -= 1
     programs = grid3[0] * grid3[1] * grid3[2]
-    return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, tuple(state.dot_precisions),
+    return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, dots,
                         grid_mode)
 
 
@@ -579,12 +620,51 @@ def _fmt_site(code, line: int, kernel_codes) -> str:
     return f"{short}:{line}{fn}"
 
 
+_STATE = LaunchState(kernel="", settings=Settings(), arena=Arena(), deadline=0.0)
+_depth = 0  # launches in progress (under _lock)
+_core: dict[str, tuple] = {}  # "patches" -> (key, objs, names, values) built for _STATE
+
+
+def _core_key() -> tuple:
+    """What the reusable patches were built from: the language patch plan, the fast-path switches, the
+    builder's options and class (its methods are the originals the numerics and memory patches call)."""
+    builder = _compat.builder()
+    sem = _compat.semantic()
+    return (fast._plan, fast.ENABLED, fast.SHADOW, builder.options, tuple(map(id, vars(type(builder)).values())),
+            getattr(type(sem), "binary_op_sanitize_overflow_impl", None),
+            vars(sem).get("binary_op_sanitize_overflow_impl"))
+
+
 def _patch(scope: _Scope, state: LaunchState, fn: Callable):
-    """Install every patch for this launch; returns the interpreter's own language patch scope."""
+    """Install every patch for this launch; returns the interpreter's own language patch scope.
+    The patches that do not depend on the kernel are built once for the process's reused state and set
+    again from that list on later launches (building them was a third of a small launch's cost)."""
+    lang_scope = fast.patch_lang(_anchor())
+    if state is _STATE:
+        key = _core_key()
+        hit = _core.get("patches")
+        if hit is not None and hit[0] == key:
+            scope.set_many(hit[1], hit[2], hit[3])
+        else:
+            scope.recording = []
+            _patch_core(scope, state)
+            entries, scope.recording = scope.recording, None
+            _core["patches"] = (key, [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries])
+    else:
+        _patch_core(scope, state)
+    state.libdevice_patched = False
+    if _uses_libdevice(state.rewritten, fn.__globals__):
+        _patch_libdevice(scope, lang_scope)
+        state.libdevice_patched = True
+    _patch_aliases(scope, fn.__globals__)
+    return lang_scope
+
+
+def _patch_core(scope: _Scope, state: LaunchState) -> None:
+    """The patches every launch takes (they read the launch from ``state`` when called)."""
     import triton.language as tl
 
     it = _compat.interp()
-    lang_scope = fast.patch_lang(_anchor())
     fast.install(scope)
     fast.install_operators(scope)
     builder = it.interpreter_builder
@@ -620,20 +700,12 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
 
     scope.set(tl.tensor, "__bool__", _bool)
     # nested @triton.jit helpers (and tl.* functions written in Triton) run through the runtime's rewrite
-    call = _helper_call(state, scope)
+    call = _helper_call(state)
     scope.set(_compat.jit_function_class(), "__call__", call)
     scope.set(_compat.interpreted_function_class(), "__call__", call)
-    state.libdevice_patched = False
-    if _uses_libdevice(state.rewritten, fn.__globals__):
-        _patch_libdevice(scope, lang_scope)
-        state.libdevice_patched = True
-    _patch_aliases(scope, fn.__globals__)
-    return lang_scope
 
 
-def _helper_call(state: LaunchState, scope: _Scope):
-    patched_modules: set[int] = set()
-
+def _helper_call(state: LaunchState):
     def call(self, *args, **kwargs):
         short = fast.reduce_shortcut(self, args, kwargs)
         if short is not None and fast.SHADOW is None:
@@ -644,11 +716,11 @@ def _helper_call(state: LaunchState, scope: _Scope):
             state.codes.setdefault(c, fn.__name__)
         g = fn.__globals__
         if not state.libdevice_patched and _uses_libdevice(rw, g):
-            _patch_libdevice(scope, None)
+            _patch_libdevice(state.scope, None)
             state.libdevice_patched = True
-        if id(g) not in patched_modules:
-            patched_modules.add(id(g))
-            _patch_aliases(scope, g)
+        if id(g) not in state.patched_modules:
+            state.patched_modules.add(id(g))
+            _patch_aliases(state.scope, g)
         args = tuple(_DtypeConstexpr.wrap(a) for a in args)
         kwargs = {k: _DtypeConstexpr.wrap(v) for k, v in kwargs.items()}
         out = rw.fn(*args, **kwargs)
@@ -807,44 +879,50 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     it = _compat.interp()
     TH = it.TensorHandle
     native = it._interpreter  # the C++ load/store/atomic primitives
-    arena = state.arena
 
     def translate(ptrs, mask, size, kind):
         try:
-            return arena.translate(ptrs, mask, size, kind)
+            return state.arena.translate(ptrs, mask, size, kind)
         except MemoryError_ as e:
             e.site = state.site_now()
             raise
 
     def create_masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         state.tick()
+        arena = state.arena
         ty = ptrs.get_element_ty()
         npd = it._get_np_dtype(ty)
         shape = np.shape(ptrs.data)
         m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
         real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
         oth = np.zeros(shape, dtype=npd) if other is None else _shaped(other.data, npd, shape)
-        ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
+        ret = None if is_volatile else arena.load(real, m, oth, npd)
+        if ret is None:
+            ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
         if is_volatile:
             state.spin_check("a volatile load", real, ret)
         return TH(ret, ty)
 
     def create_masked_store(ptrs, value, mask, cache_modifier, eviction_policy):
         state.tick()
+        arena = state.arena
         shape = np.shape(ptrs.data)
         m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
         val = np.asarray(value.data)
         real = translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
         if m.any():
             arena.epoch += 1
-        return native.store(np.ascontiguousarray(real), np.ascontiguousarray(_shaped(val, val.dtype, shape)),
-                            np.ascontiguousarray(m))
+        full = _shaped(val, val.dtype, shape)
+        if arena.store(real, full, m):
+            return None
+        return native.store(np.ascontiguousarray(real), np.ascontiguousarray(full), np.ascontiguousarray(m))
 
     rmw = original("create_atomic_rmw")
     cas = original("create_atomic_cas")
 
     def create_atomic_rmw(rmwOp, ptr, val, mask, sem, scope):
         state.tick()
+        arena = state.arena
         shape = np.shape(ptr.data)
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape)
         vd = np.asarray(val.data)
@@ -861,6 +939,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
 
     def create_atomic_cas(ptr, cmp, val, sem, scope):
         state.tick()
+        arena = state.arena
         vd = np.asarray(val.data)
         real = translate(ptr.data, None, max(vd.dtype.itemsize, 1), "atomic")
         old = cas(TH(np.ascontiguousarray(real), ptr.dtype), cmp, val, sem, scope)
