@@ -217,7 +217,9 @@ class Recorder:
         self.TH = None
         self.slots: dict[int, int] = {}  # id(handle) -> slot
         self.handles: list = []  # every slot's handle (kept alive: ids stay unique while recording)
-        self.lines: list[tuple[str, int | None]] = []  # (code, slot it defines or None)
+        self.lines: list[tuple[str, int | None, bool]] = []  # (code, slot it defines or None, folded)
+        self.dep: set[int] = set()  # slots whose value can differ between replays (the rest are folded)
+        self.touched = False  # the call being encoded reads a slot in dep
         self.guards_pre: list[str] = []
         self.consts: list = []
         self.const_ids: dict[int, int] = {}
@@ -225,7 +227,7 @@ class Recorder:
         self.ok = True
         self.n_inputs = len(inputs)
         for h in inputs:
-            self._define(h)
+            self.dep.add(self._define(h))
 
     # -------------------------------------------------------------- encoding
     def _define(self, h: Any) -> int:
@@ -246,6 +248,8 @@ class Recorder:
         s = self.slots.get(id(h))
         if s is None or self.handles[s] is not h:
             raise _Untraceable("a handle that no recorded call produced")
+        if s in self.dep:
+            self.touched = True
         return s
 
     def _enc(self, x: Any) -> str:
@@ -265,13 +269,16 @@ class Recorder:
         return self._const(x)
 
     def _call(self, target: str, args: tuple, kwargs: dict) -> str:
+        self.touched = False
         parts = [self._enc(a) for a in args] + [f"{k}={self._enc(v)}" for k, v in kwargs.items()]
         return f"{target}({', '.join(parts)})"
 
-    def _outputs(self, out: Any, expr: str, handles: bool) -> None:
+    def _outputs(self, out: Any, expr: str, handles: bool, pure: bool) -> None:
         """Emit ``expr`` and bind the handles it returns (builder results are handles, opaque results
-        tensors)."""
+        tensors). A call that is ``pure`` (no effect but its result) and read no slot that can differ
+        between replays is folded: its recorded results are constants of the trace."""
         TH, tensor = self.TH, self.tl.core.tensor
+        folded = pure and not self.touched
 
         def handle_of(x: Any) -> Any:
             if handles:
@@ -279,16 +286,20 @@ class Recorder:
             return x.handle if type(x) is tensor and type(x.handle) is TH else _MISSING
 
         if out is None:
-            self.lines.append((expr, None))
+            if not folded:
+                self.lines.append((expr, None, False))
             return
         if type(out) is tuple or type(out) is list:
             hs = [handle_of(x) for x in out]
             if any(h is _MISSING for h in hs):
                 raise _Untraceable(f"a result of {type(out[0]).__name__}")
-            self.lines.append((f"_r = {expr}", None))
+            if not folded:
+                self.lines.append((f"_r = {expr}", None, False))
             for i, h in enumerate(hs):
                 s = self._define(h)
-                self.lines.append((f"v{s} = _r[{i}]" + ("" if handles else ".handle"), s))
+                if not folded:
+                    self.dep.add(s)
+                self.lines.append((f"v{s} = _r[{i}]" + ("" if handles else ".handle"), s, folded))
             return
         h = handle_of(out)
         if h is _MISSING:
@@ -296,7 +307,9 @@ class Recorder:
                 return  # a type, not a value
             raise _Untraceable(f"a result of {type(out).__name__}")
         s = self._define(h)
-        self.lines.append((f"v{s} = {expr}" + ("" if handles else ".handle"), s))
+        if not folded:
+            self.dep.add(s)
+        self.lines.append((f"v{s} = {expr}" + ("" if handles else ".handle"), s, folded))
 
     def _fail(self) -> None:
         self.ok = False
@@ -305,6 +318,7 @@ class Recorder:
     # -------------------------------------------------------------- the wrappers
     def builder_method(self, name: str, f: Callable) -> Callable:
         rec = self
+        pure = not any(w in name for w in _IMPURE)
 
         def call(*args, **kwargs):
             if rec.depth or not rec.ok:
@@ -325,7 +339,7 @@ class Recorder:
                 rec.depth -= 1
             if expr is not None and rec.ok:
                 try:
-                    rec._outputs(out, expr, True)
+                    rec._outputs(out, expr, True, pure)
                 except _Untraceable:
                     rec._fail()
             return out
@@ -351,7 +365,7 @@ class Recorder:
                 rec.depth -= 1
             if expr is not None and rec.ok:
                 try:
-                    rec._outputs(out, expr, False)
+                    rec._outputs(out, expr, False, True)
                 except _Untraceable:
                     rec._fail()
             return out
@@ -365,6 +379,7 @@ class Recorder:
             if rec.depth or not rec.ok:
                 return prop.fget(t)
             try:
+                rec.touched = False
                 expr = f"{rec._enc(t)}.T"
             except _Untraceable:
                 rec._fail()
@@ -376,7 +391,7 @@ class Recorder:
                 rec.depth -= 1
             if expr is not None and rec.ok:
                 try:
-                    rec._outputs(out, expr, False)
+                    rec._outputs(out, expr, False, True)
                 except _Untraceable:
                     rec._fail()
             return out
@@ -398,10 +413,12 @@ class Recorder:
             except _Untraceable:
                 rec._fail()
                 return out
+            if s not in rec.dep:  # a folded value: the same at every replay
+                return out
             if s < rec.n_inputs:
                 rec.guards_pre.append(f"if {expr} != {want}: raise D(True)")
             else:
-                rec.lines.append((f"if {expr} != {want}: raise D(False)", None))
+                rec.lines.append((f"if {expr} != {want}: raise D(False)", None, False))
             return out
 
         return call
@@ -440,11 +457,18 @@ class Recorder:
             if self.ok:
                 stats["untraceable"] += 1
             return None
+        import re
+
+        self.used = {int(m) for code, _, folded in self.lines if not folded for m in re.findall(r"\bv(\d+)\b", code)}
         body = ["def _replay(I, b, O, C, T, D, index):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
         body += ["    " + g for g in self.guards_pre]
-        for code, s in self.lines:
+        for code, s, folded in self.lines:
+            if folded:
+                if s is not None and s in self.used:
+                    body.append(f"    v{s} = {self._const(self.handles[s])}")
+                continue
             body.append("    " + code)
             if s is not None:
                 attr = getattr(self.handles[s], "attr", None)
@@ -459,6 +483,10 @@ class Recorder:
 
 
 _MISSING = object()
+# builder methods whose effect is more than their result (memory, the program's place in the grid, the
+# launch's report, findings): never folded, whatever their arguments
+_IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "print", "barrier", "dot",
+           "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 
 
 class Trace:
