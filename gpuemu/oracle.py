@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from . import ops
@@ -99,12 +99,17 @@ def output_dtype(spec: ops.OpSpec, dtype: str, output) -> str | None:
     return None
 
 
-def _storage_bytes(t):
-    """A copy of ``t``'s whole storage as uint8 (a write into the gaps of a view counts as mutation)."""
+def _storage_view(t):
+    """``t``'s whole storage as uint8, without a copy (a write into the gaps of a view counts as mutation)."""
     import torch
 
     st = t.untyped_storage()
-    return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st).clone()
+    return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+
+
+def _storage_bytes(t):
+    """A copy of ``t``'s whole storage as uint8: the bytes before the launch, for :func:`_storage_view` after it."""
+    return _storage_view(t).clone()
 
 
 def _bits(t):
@@ -337,7 +342,7 @@ class Oracle:
 
             kind = "refusal" if is_refusal(run1.error) else "exception"
             return done(Verdict(ERROR, kind, f"launcher raised {run1.error_text}"))
-        mutated = [k for k, v in inputs.items() if v is not None and not torch.equal(_storage_bytes(v), before[k])]
+        mutated = [k for k, v in inputs.items() if v is not None and not torch.equal(_storage_view(v), before[k])]
         if mutated:
             return done(Verdict(FAIL, "mutation", f"the launcher modified its input{'s' if len(mutated) > 1 else ''} "
                                                   f"{', '.join(repr(m) for m in mutated)} (inputs must stay unchanged)"))

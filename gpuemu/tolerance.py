@@ -131,13 +131,14 @@ def bounds(scale, ref, tol: Tolerance, dtype: str = "fp32", *, rounded=None, out
     """Per-element bound (float64 tensor); see the module docstring for the formula."""
     import torch
 
+    ref_abs = ref.abs()  # once: three uses below
     if tol.scale == "ref" or scale is None:
-        return tol.atol + tol.rtol * torch.nan_to_num(ref.abs(), nan=0.0)
-    s = torch.maximum(scale, ref.abs())
+        return tol.atol + tol.rtol * torch.nan_to_num(ref_abs, nan=0.0)
+    s = torch.maximum(scale, ref_abs)
     s = torch.nan_to_num(s, nan=0.0, posinf=float("inf"))
     allowance = rounding_allowance(ref, dtype, exact=tol.rtol == 0, rounded=rounded, out_dtype=out_dtype)
     if tol.flush_subnormals:
         allowance = allowance + flush_allowance(ref)
-    if tol.atol > 0 and bool((ref.abs() <= tol.atol).all()):
+    if tol.atol > 0 and bool((ref_abs <= tol.atol).all()):
         return tol.rtol * s + allowance  # all-near-zero output: never pass on atol alone
     return tol.atol + tol.rtol * s + allowance
