@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from . import __version__, ops
-from .cases import (Blocks, Case, canonical_dtype, dim_limits, generate, layout_note, materialize, simpler_views,
-                    with_dims)
+from .cases import (Blocks, Case, canonical_dtype, contiguous_twin, generate, layout_note, materialize,
+                    strided_args)
 from .errors import InvalidArgument, StoreError
-from .explain import HINT_SEEDS, NUMERIC, attribute_blocks, diagnose  # noqa: F401 (re-exported)
+from .explain import HINT_SEEDS, attribute_blocks, diagnose  # noqa: F401 (re-exported)
 from .explain import learn as _learn
+from .shrink import ShrinkStats, shrink  # noqa: F401 (re-exported)
+from .shrink import candidates as _shrink_candidates, same_failure as _same_failure  # noqa: F401
 from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
@@ -29,7 +31,6 @@ from .store import Store, replay_command, seed_hex
 
 BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
                            "or is wrong); bf16 cases of Triton kernels run on a GPU")
-_NUMERIC = NUMERIC
 MAX_STORED = 100
 MAX_TIMEOUTS = 3  # a launcher that hangs this many times would hang on every case: the run stops there
 
@@ -102,6 +103,7 @@ class FuzzResult:
     timed_out: int = 0  # cases that ran past the per-case time limit (ERROR verdicts of kind "timeout")
     case_timeout: float | None = None
     stopped: str = ""  # why the run ended before its iterations, if it did
+    shrink_stats: ShrinkStats = field(default_factory=ShrinkStats)  # per shrink pass (not in to_dict)
 
     @property
     def failed(self) -> list[Failure]:
@@ -256,81 +258,6 @@ def _timeout_verdict(e: CaseTimeout) -> Verdict:
     what = "the launcher or its kernel" if in_launcher else "judging its output"
     return Verdict(ERROR, "timeout", f"case {e} in {what}{where}; raise it with --case-timeout or "
                                      "fuzz.case_timeout if the case is only slow")
-
-
-def _same_failure(a: Verdict, b: Verdict) -> bool:
-    if b.status == PASS:
-        return False
-    return a.kind == b.kind or (a.kind in _NUMERIC and b.kind in _NUMERIC)
-
-
-def _shrink_candidates(n: int, lo: int, blocks: list[int]) -> list[int]:
-    c = {lo, 1, 2, 3, n // 2, n - 1}
-    for b in blocks:
-        c.update({b - 1, b + 1, n - b, n % b, 2 * b + 1})
-    return sorted(x for x in c if lo <= x < n)
-
-
-def shrink(run: _Runner, case: Case, verdict: Verdict, blocks: Blocks, budget: int) -> tuple[Case, Evaluation | None, int]:
-    """Greedy shrink to the simplest case that fails the same way: contiguous, normal values, smallest shape."""
-    spec = case.spec
-    best, best_ev, spent = case, None, 0
-
-    def try_case(cand: Case) -> Evaluation | None:
-        nonlocal spent
-        if spec.check_dims(cand.dims, cand.kwargs) is not None:
-            return None
-        spent += 1
-        ev = run(cand)
-        return ev if _same_failure(verdict, ev.verdict) else None
-
-    # first the simplest inputs that still fail: contiguous layouts, then plain normal values
-    if not best.is_contiguous():
-        flat = _contiguous_twin(best)
-        ev = try_case(flat)
-        if ev:
-            best, best_ev = flat, ev
-        for name in _strided_args(best):  # only the layouts the failure needs stay
-            if len(_strided_args(best)) > 1:
-                twin = _contiguous_twin(best, [name])
-                ev = try_case(twin)
-                if ev:
-                    best, best_ev = twin, ev
-        for name in _strided_args(best):  # a view stays a view, but the simplest one: one broken stride
-            for layout in simpler_views(best, name):
-                cand = best.replace(layouts=dict(best.layouts, **{name: layout}))
-                ev = try_case(cand)
-                if ev:
-                    best, best_ev = cand, ev
-                    break
-    if best.values != "normal":
-        calm = with_dims(best.replace(values="normal"))
-        ev = try_case(calm)
-        if ev:
-            best, best_ev = calm, ev
-    progress = True
-    while progress and spent < budget:
-        progress = False
-        if best.batch:
-            for cand_batch in [()] + [best.batch[:i] + (1,) + best.batch[i + 1:] for i in range(len(best.batch))
-                                      if best.batch[i] > 1]:
-                if spent >= budget:
-                    break
-                ev = try_case(with_dims(best, batch=cand_batch))
-                if ev:
-                    best, best_ev, progress = with_dims(best, batch=cand_batch), ev, True
-                    break
-        for d in sorted(spec.dims, key=lambda k: -best.dims[k]):
-            lo, _ = dim_limits(spec, d)
-            for c in _shrink_candidates(best.dims[d], lo, blocks.for_dim(d)):
-                if spent >= budget:
-                    break
-                cand = with_dims(best, {d: c})
-                ev = try_case(cand)
-                if ev:
-                    best, best_ev, progress = cand, ev, True
-                    break
-    return best, best_ev, spent
 
 
 def _random_seed() -> int:
@@ -503,7 +430,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             result.timed_out += verdict.kind == "timeout"
             if kind not in shrunk and shrink_failures and verdict.kind != "timeout":
                 shrunk.add(kind)
-                failure = _shrink_and_explain(run, case, ev, verdict, blocks, int(fz.get("shrink_budget", 48)))
+                failure = _shrink_and_explain(run, case, ev, verdict, blocks, int(fz.get("shrink_budget", 48)),
+                                              result.shrink_stats)
             if st is not None and result.stored < MAX_STORED and result.store_error is None:
                 try:
                     inputs, _ = materialize(failure.case, "cpu")
@@ -608,14 +536,7 @@ def _finish_replay_lines(result: FuzzResult, st: Store | None, settings) -> None
     st.note_run(result.target, result.seed, unstored)
 
 
-def _contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:
-    """The same case with the named (default: all) arguments contiguous: same seed, sizes and values."""
-    names = set(case.layouts) if names is None else set(names)
-    return case.replace(layouts={k: ("contiguous" if k in names and v != "none" else v) for k, v in case.layouts.items()})
-
-
-def _strided_args(case: Case) -> list[str]:
-    return [k for k, v in case.layouts.items() if v not in ("contiguous", "none")]
+_contiguous_twin, _strided_args = contiguous_twin, strided_args
 
 
 def _layout_precondition(run: _Runner, case: Case, verdict: Verdict, *, attribute: bool = False) -> Verdict | None:
@@ -645,12 +566,12 @@ def _layout_precondition(run: _Runner, case: Case, verdict: Verdict, *, attribut
 
 
 def _shrink_and_explain(run: _Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks,
-                        budget: int) -> Failure:
+                        budget: int, stats: ShrinkStats | None = None) -> Failure:
     """The first failure of its class, shrunk and with its hint (PRECONDITION ones keep their layout).
     A candidate that hangs ends shrinking (and explaining) there: one hang, never one per candidate."""
     run.hang_aborts = True
     try:
-        return _shrink_and_explain_inner(run, case, ev, verdict, blocks, budget)
+        return _shrink_and_explain_inner(run, case, ev, verdict, blocks, budget, stats)
     except _Hang:
         return Failure(case=case, verdict=verdict, hint="not shrunk: a smaller case ran past the time limit",
                        launches=tuple(ev.launches))
@@ -659,8 +580,8 @@ def _shrink_and_explain(run: _Runner, case: Case, ev: Evaluation, verdict: Verdi
 
 
 def _shrink_and_explain_inner(run: _Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks,
-                              budget: int) -> Failure:
-    small, small_ev, _ = shrink(run, case, ev.verdict, blocks, budget)
+                              budget: int, stats: ShrinkStats | None = None) -> Failure:
+    small, small_ev, _ = shrink(run, case, ev.verdict, blocks, budget, stats)
     final_ev = small_ev or ev
     final = final_ev.verdict
     if verdict.status == PRECONDITION:
