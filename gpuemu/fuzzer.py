@@ -168,18 +168,10 @@ class FuzzResult:
         return self.failed + self.preconditions
 
     def report(self) -> str:
-        lines = []
-        failures = self.ordered_failures()
-        for f in failures[:1]:
-            lines += [f.line(), f"replay: {f.replay_line()}", f"case: {f.case.describe()}"]
-            if f.verdict.detail:
-                lines.append(f.verdict.detail)
-        for f in failures[1:6]:
-            lines.append(f.line())
-        if len(failures) > 6:
-            lines.append(f"... and {len(failures) - 6} more failing seeds")
-        lines.append(self.summary())
-        return "\n".join(lines)
+        """The failures and the summary as text (:mod:`gpuemu.reporting`, the same lines as ``gpuemu fuzz``)."""
+        from .reporting import report
+
+        return report(self)
 
     def raise_for_failures(self) -> None:
         """Raise AssertionError with the failure report when any case failed (for pytest); undeclared

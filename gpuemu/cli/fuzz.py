@@ -180,25 +180,9 @@ def run(args) -> int:
         result, interrupted = e.result, True
     finally:
         progress.close()
-    err(f"seed 0x{result.seed:x} · {result.seconds:.1f} s · gpuemu's own share {100 * result.own_share():.0f}% "
-        f"(kernel {result.timings.get('kernel', 0):.1f} s)")
-    failures = result.ordered_failures()
-    if failures:
-        first = failures[0]
-        err(first.line())
-        err(f"replay: {first.replay_line()}")
-        err(f"case: {first.case.describe()}")
-        if first.original is not None:
-            err(f"shrunk from: {first.original.describe()}")
-        if first.verdict.detail:
-            err("\n".join("  " + ln for ln in first.verdict.detail.splitlines()))
-        for f in failures[1:6]:
-            err(f.line())
-        if len(failures) > 6:
-            err(f"... {len(failures) - 6} more failing seeds (--json for all)")
-    if result.store_error:
-        err(f"warning: failures not stored: {result.store_error}")
-    err(result.summary())
+    from ..reporting import report
+
+    err(report(result, more_note=" (--json for all)", timing=True))
     if args.json:
         write_json(args.json, result.to_dict())
     if interrupted:
