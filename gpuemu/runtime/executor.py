@@ -344,6 +344,9 @@ def normalize_grid(grid: Any, bound_args: dict) -> tuple[int, int, int]:
 
 
 # ---------------------------------------------------------------------- the launch
+_signatures: dict[int, tuple] = {}  # id(fn) -> (fn, code, defaults, signature, constexpr names)
+
+
 def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> LaunchResult:
     """Run ``kernel[grid](*args, **kwargs)`` on the CPU runtime; raises KernelFinding for what the kernel
     did wrong (out-of-bounds access, failed assertion, inter-program wait, timeout)."""
@@ -351,12 +354,16 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
 
     fn = getattr(kernel, "fn", kernel)
     name = getattr(fn, "__name__", repr(fn))
-    sig = inspect.signature(fn)
+    hit = _signatures.get(id(fn))
+    if hit is None or hit[0] is not fn or hit[1] is not fn.__code__ or hit[2] != fn.__defaults__:
+        sig = inspect.signature(fn)
+        hit = _signatures[id(fn)] = (fn, fn.__code__, fn.__defaults__, sig, {
+            p for p, prm in sig.parameters.items() if _compat.is_constexpr_annotation(prm.annotation)})
+    sig, constexpr_names = hit[3], hit[4]
     params = sig.parameters
     call_kwargs = {k: v for k, v in kwargs.items() if k in params}
     bound = sig.bind(*args, **call_kwargs)
     bound.apply_defaults()
-    constexpr_names = {p for p, prm in params.items() if _compat.is_constexpr_annotation(prm.annotation)}
     grid3 = normalize_grid(grid, dict(bound.arguments))
     arena = Arena()
     kargs: dict[str, Any] = {}
@@ -543,12 +550,14 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         return "sequential: one program"
     if programs < MIN_BATCH:
         return f"sequential: {programs} programs (batching pays from {MIN_BATCH})"
-    snap = [(r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo)) for r in arena.regions if r.hi > r.lo]
-    epoch, dots = arena.epoch, len(state.dot_precisions)
+    if passes.snap is None:
+        passes.snapshot()
+    snap, (epoch, dots) = passes.snap, passes.snap_at
     scope = _Scope()
     try:
         builder.set_grid_idx(0, 0, 0)
-        n = batched.run(passes.body("batched"), kargs, grid3, state, builder, scope, _compat.interp())
+        reuse = _core.get("patches") if state is _STATE else None  # the batch patches are built once per these
+        n = batched.run(passes.body("batched"), kargs, grid3, state, builder, scope, _compat.interp(), reuse)
         return f"batched ({n} pass{'es' if n != 1 else ''})"
     except Exception as e:  # noqa: BLE001 - whatever it was, the sequential run decides
         for r, data in snap:
