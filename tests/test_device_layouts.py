@@ -56,3 +56,14 @@ def test_cuda_materialize_keeps_strides_and_a_stride_assuming_kernel_is_caught()
     r = gpuemu.fuzz(reads_as_flat, op="softmax", iterations=40, seed=1, save=False, device="cuda")
     assert not r.ok and (r.preconditions or r.failed)
     assert not math.isnan(float(r.iterations))
+
+
+def test_the_eager_attention_control_builds_its_causal_mask_on_the_inputs_device():
+    # on CUDA the framework rule ("within 2x of PyTorch eager's error") ran eager attention with a CPU mask, raised,
+    # and rescued nothing: HF's own eager attention failed on the H200 (bf16, Nk=8900) where it passes on the CPU.
+    # The meta device stands in for CUDA: a CPU mask on it raises the same way.
+    from gpuemu import ops
+
+    q, k, v = (torch.empty(1, 2, n, 16, device="meta") for n in (5, 9, 9))
+    out = ops.get("attention").eager(q, k, v, causal=True)
+    assert out.device.type == "meta" and tuple(out.shape) == (1, 2, 5, 16)

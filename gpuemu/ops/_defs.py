@@ -589,8 +589,8 @@ def _eager_attention(q, k, v, causal=False):
     s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
     if causal:
         nq, nk = q.shape[-2], k.shape[-2]
-        i = torch.arange(nq).unsqueeze(-1)
-        j = torch.arange(nk).unsqueeze(0)
+        i = torch.arange(nq, device=q.device).unsqueeze(-1)
+        j = torch.arange(nk, device=q.device).unsqueeze(0)
         s = s.masked_fill(j > i + nk - nq, float("-inf"))
     return torch.softmax(s, -1, dtype=torch.float32).to(q.dtype) @ v
 
