@@ -635,11 +635,13 @@ _core: dict[str, tuple] = {}  # "patches" -> (key, objs, names, values) built fo
 
 
 def _core_key() -> tuple:
-    """What the reusable patches were built from: the language patch plan, the fast-path switches, the
-    builder's options and class (its methods are the originals the numerics and memory patches call)."""
+    """What the reusable patches were built from (compared by identity): the language patch plan, the
+    fast-path switches, the builder's options and the overflow check they wrap. (The builder class's own
+    methods, which the numerics and memory patches call as originals, are Triton's and not patched by
+    anyone between launches: the runtime patches the instance.)"""
     builder = _compat.builder()
     sem = _compat.semantic()
-    return (fast._plan, fast.ENABLED, fast.SHADOW, builder.options, tuple(map(id, vars(type(builder)).values())),
+    return (fast._plan, fast.ENABLED, fast.SHADOW, builder.options,
             getattr(type(sem), "binary_op_sanitize_overflow_impl", None),
             vars(sem).get("binary_op_sanitize_overflow_impl"))
 
@@ -652,7 +654,7 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     if state is _STATE:
         key = _core_key()
         hit = _core.get("patches")
-        if hit is not None and hit[0] == key:
+        if hit is not None and all(map(operator.is_, hit[0], key)):
             scope.set_many(hit[1], hit[2], hit[3])
         else:
             scope.recording = []
