@@ -100,11 +100,17 @@ def output_dtype(spec: ops.OpSpec, dtype: str, output) -> str | None:
 
 
 def _storage_view(t):
-    """``t``'s whole storage as uint8, without a copy (a write into the gaps of a view counts as mutation)."""
+    """``t``'s whole storage as integers, without a copy (a write into the gaps of a view counts as mutation).
+    The widest integer that divides the storage: bitwise equality is the same at any width, and torch.equal on
+    uint8 is ~8x slower than on int64 (1.6 ms against 0.2 ms per MiB, one thread)."""
     import torch
 
     st = t.untyped_storage()
-    return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+    raw = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+    for width, dt in ((8, torch.int64), (4, torch.int32), (2, torch.int16)):
+        if st.nbytes() % width == 0:
+            return raw.view(dt)
+    return raw
 
 
 def _storage_bytes(t):
