@@ -284,10 +284,36 @@ def _pointer_type(obj: Any):
         return tl.pointer_type(tl.str_to_ty(type_canonicalisation_dict.get(name, name), None))
 
 
+_ptr_by_dtype: dict = {}  # torch dtype -> Triton's pointer type for a tensor of it
+
+
+def _scalar(it: Any, tl: Any, data: np.ndarray, ty: Any) -> Any:
+    """``tl.tensor(TensorHandle(data, ty), ty)`` for a scalar or pointer argument. With the fast paths on,
+    the tensor is built as their constructor builds every tensor of the launch (fast.install)."""
+    h = it.TensorHandle(data, ty)
+    if not fast.ENABLED:
+        return tl.tensor(h, ty)
+    if fast.ONE is None:
+        fast.ONE = tl.constexpr(1)
+    t = object.__new__(tl.tensor)
+    t.handle, t.shape, t.numel, t.type, t.dtype = h, (), fast.ONE, ty, ty.scalar
+    return t
+
+
 def _convert(value: Any, name: str, arena: Arena) -> Any:
     import triton.language as tl
 
     it = _compat.interp()
+    kind = type(value)
+    if kind is int and -2**31 <= value < 2**31:  # mangle_type names every such int "i32"
+        return _scalar(it, tl, np.array([value], dtype=np.int32), tl.int32)
+    if kind is float:  # compiled Triton passes a float argument as an fp32 scalar
+        return _scalar(it, tl, np.array([value], dtype=np.float32), tl.float32)
+    if kind.__name__ == "Tensor" and kind.__module__ == "torch":
+        ty = _ptr_by_dtype.get(value.dtype)
+        if ty is None:
+            ty = _ptr_by_dtype[value.dtype] = _pointer_type(value)
+        return _scalar(it, tl, np.array([arena.add(value, name)], dtype=np.uint64), ty)
     if value is None or isinstance(value, (tl.dtype, tl.constexpr)):
         return value
     if isinstance(value, bool):  # an i1 scalar (triton 3.6's interpreter mistypes it as int32 data)

@@ -176,6 +176,7 @@ def sanitize_overflow(semantic: Any, original: Any):
 # same constructors with those results cached per shape. A shape is cached only where Triton's own check
 # accepts it (every dim a power of 2, within the numel limit), so a shape it rejects still goes through
 # whatever check is live (the batched grid's accepts a leading program axis of any size).
+ONE: Any = None  # constexpr(1): the numel of every scalar tensor the constructor below builds
 _tensor_shapes: dict[tuple, tuple] = {}
 _valid_shapes: dict[tuple, int] = {}
 _names: dict[tuple, str] = {}  # (shape, scalar dtype name) -> block_type name
@@ -190,9 +191,12 @@ def install(scope: Any) -> None:
     import triton.language as tl
     from triton._utils import TRITON_MAX_TENSOR_NUMEL
 
+    global ONE
     core = tl.core
     constexpr, block_type = core.constexpr, core.block_type
-    one = constexpr(1)
+    if ONE is None:
+        ONE = constexpr(1)
+    one = ONE
 
     def tensor_init(self, handle, type):
         self.handle = handle
