@@ -32,6 +32,12 @@ from .store import Store, replay_command, seed_hex
 BF16_INTERPRETER_REASON = ("Triton's interpreter mishandles bf16 (fp32->bf16 casts truncate, bf16 arithmetic raises "
                            "or is wrong); bf16 cases of Triton kernels run on a GPU")
 MAX_STORED = 100
+# torch's intra-op threads while a fuzz run's cases run. A run is thousands of small tensor ops (inputs, the fp64
+# reference, the comparison, the runtime's own); threads spin-wait for each other, and on a machine whose cores are
+# busy that costs more than it gains. Measured on 2 shared cores at load ~3 (100 iterations, threads 2 -> 1):
+# matmul 12.2 s -> 8.3 s (its fp64 reference 2.4 s -> 0.05 s), embedding_stride 1.2 s -> 0.3 s (compare 0.3 s ->
+# 0.04 s), eager_attention 1.6 s -> 0.8-1.0 s; hf_llama_rmsnorm the same. Rule pack: fuzz.torch_threads.
+TORCH_THREADS = 1
 MAX_TIMEOUTS = 3  # a launcher that hangs this many times would hang on every case: the run stops there
 
 
@@ -299,7 +305,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     int in [0, 2**64) or a decimal/0x-hex string. ``compile_workers`` (rule pack ``fuzz.compile_workers``;
     CUDA only) processes compile the kernels of the coming cases ahead of the loop (see
     :mod:`gpuemu.runners.precompile`); 0 compiles in the loop. Ctrl-C raises :class:`FuzzInterrupted` (a
-    KeyboardInterrupt) carrying the partial result.
+    KeyboardInterrupt) carrying the partial result. While the cases run, torch's CPU ops use
+    ``fuzz.torch_threads`` intra-op threads (default 1; 0 leaves torch's setting; restored afterwards): see
+    :data:`TORCH_THREADS`.
 
     ``framework`` ('torch', 'jax' or 'tf'; default: detected from ``fn``'s module, see
     :mod:`gpuemu.frameworks`): a JAX/Pallas or TensorFlow launcher gets the same cases' tensors by DLPack
@@ -350,6 +358,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             raise InvalidArgument(f"case_timeout={case_timeout!r} must be a number of seconds > 0")
         case_timeout = float(case_timeout)
     device = device or default_device()
+    threads = fz.get("torch_threads", TORCH_THREADS)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
+        raise InvalidArgument(f"fuzz.torch_threads={threads!r} must be an int >= 0 (0: leave torch's setting)")
     oracle = Oracle.from_settings(settings)
     determinism = fz.get("determinism_check", True) if check_determinism is None else check_determinism
     run = _Runner(fn, oracle, device, bool(determinism), case_timeout)
@@ -372,6 +383,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     i = 0
     case_index = 0
     flattened = 0
+    threads_before = _set_torch_threads(threads)
     try:
         while result.iterations < iterations and active:
             dtype = active[case_index % len(active)]
@@ -444,6 +456,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         result.interrupted = True
         result.iterations = result.passed + result.failed_cases  # the case cut short has no verdict: not counted
     finally:
+        _set_torch_threads(threads_before)
         if ahead is not None:
             ahead.stop()
     result.seconds = time.perf_counter() - t_start
@@ -456,6 +469,18 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         result.stopped = "interrupted (Ctrl-C)"
         raise FuzzInterrupted(result)
     return result
+
+
+def _set_torch_threads(n: int | None) -> int | None:
+    """Set torch's intra-op CPU threads to ``n`` (None or 0: leave them); returns the setting to restore."""
+    if not n:
+        return None
+    import torch
+
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    return before
 
 
 def parse_seed(seed: Any) -> int:

@@ -148,3 +148,23 @@ def test_bf16_keeps_being_tested_after_a_raising_bf16_case():
     kinds = {(f.case.dtype, f.verdict.kind) for f in r.failures}
     assert any(dt == "bf16" and k in ("mismatch", "nonfinite") for dt, k in kinds), kinds
     assert all(dt == "bf16" for dt, _ in kinds)
+
+
+def test_cases_run_with_one_torch_thread_and_the_setting_comes_back():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        gpuemu.fuzz(good_softmax, op="softmax", iterations=3, seed=1, save=False,
+                    on_case=lambda i, c, v: seen.append(torch.get_num_threads()))
+        assert seen == [1, 1, 1]
+        assert torch.get_num_threads() == 2
+
+        def raises(x):
+            raise KeyboardInterrupt  # Ctrl-C in the middle of a case: the setting still comes back
+
+        with pytest.raises(KeyboardInterrupt):
+            gpuemu.fuzz(raises, op="softmax", iterations=3, seed=1, save=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
