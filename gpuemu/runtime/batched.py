@@ -23,6 +23,7 @@ assertion) also re-runs sequentially, so its program, lane and line are reported
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,7 @@ class Batch:
 
         def validate_block_shape(shape, _v=validate0):
             if batch.typing and shape and shape[0] == batch.P:
-                return int(np.prod(shape))
+                return math.prod(shape)
             return _v(shape)
 
         scope.set(tl.core, "validate_block_shape", validate_block_shape)

@@ -230,6 +230,8 @@ def install(scope: Any) -> None:
                     _valid_shapes[key] = numel
                 else:
                     numel = None
+            if numel is None and key:  # not a shape Triton accepts by itself: whatever check is live decides
+                numel = core.validate_block_shape(key)  # (raises as Triton's constructor would)
             if numel is not None:
                 self.element_ty = element_ty
                 self.shape = key
