@@ -931,11 +931,13 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         npd = it._get_np_dtype(ty)
         shape = np.shape(ptrs.data)
         m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
-        real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
         oth = np.zeros(shape, dtype=npd) if other is None else _shaped(other.data, npd, shape)
-        ret = None if is_volatile else arena.load(real, m, oth, npd)
-        if ret is None:
-            ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
+        if not is_volatile:
+            ret = arena.gather(ptrs.data, m, oth, npd)
+            if ret is not None:
+                return TH(ret, ty)
+        real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
+        ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
         if is_volatile:
             state.spin_check("a volatile load", real, ret)
         return TH(ret, ty)
@@ -946,12 +948,13 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         shape = np.shape(ptrs.data)
         m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
         val = np.asarray(value.data)
+        full = _shaped(val, val.dtype, shape)
+        if arena.scatter(ptrs.data, full, m):
+            arena.epoch += 1
+            return None
         real = translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
         if m.any():
             arena.epoch += 1
-        full = _shaped(val, val.dtype, shape)
-        if arena.store(real, full, m):
-            return None
         return native.store(np.ascontiguousarray(real), np.ascontiguousarray(full), np.ascontiguousarray(m))
 
     rmw = original("create_atomic_rmw")

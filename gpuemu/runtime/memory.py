@@ -102,7 +102,6 @@ class Arena:
 
     regions: list[Region] = field(default_factory=list)
     epoch: int = 0  # bumped on every write: a spin on an unchanged value is a wait on another program
-    last: Region | None = None  # the one region the last translate() found every active lane in, if it did
     _views: dict = field(default_factory=dict)
 
     def add(self, obj: Any, name: str) -> int:
@@ -125,7 +124,6 @@ class Arena:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != addr.shape:
                 mask = np.broadcast_to(mask, addr.shape)
-        self.last = None
         hit = self._translate_fast(addr, mask, size)
         if hit is not None:
             return hit
@@ -171,7 +169,6 @@ class Arena:
         real = addr + delta
         if size > 1 and ((real if every else sel + delta) & np.uint64(size - 1)).any():
             return None
-        self.last = r
         if every:
             return real
         return np.where(active, real, np.uint64(r.host_ptr + (r.lo if r.hi > r.lo else 0)))
@@ -197,33 +194,57 @@ class Arena:
                 hit = self._views[key] = (np.frombuffer(buf, dtype=npd, count=n), start)
         return None if hit[0] is None else hit
 
-    def load(self, real: np.ndarray, mask: np.ndarray, other: np.ndarray, npd: np.dtype) -> np.ndarray | None:
-        """What Triton's ``load(real, mask, other, npd)`` returns, for addresses from the last translate() when
-        it found one region; None otherwise (the caller uses Triton's)."""
-        r = self.last
-        view = self._view(r, npd) if r is not None and real.ndim else None
+    def _lanes(self, addr: np.ndarray, mask: np.ndarray, npd: np.dtype):
+        """For an access of ``npd`` elements: (the region's view, element indices of the active lanes, all
+        lanes active?) when every active lane lies in one region, in bounds and aligned -- what
+        :meth:`translate`'s fast path accepts; None for anything else (which translate() describes)."""
+        if addr.ndim == 0 or addr.dtype != np.uint64:
+            return None
+        size = npd.itemsize
+        every = bool(mask.all())
+        sel = addr.reshape(-1) if every else addr[mask]
+        if sel.size == 0 or size & (size - 1):
+            return None
+        lo_a, hi_a = int(sel.min()), int(sel.max())
+        rid = lo_a >> WINDOW_SHIFT
+        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+            return None
+        r = self.regions[rid - 1]
+        base = r.base
+        if lo_a - base < r.lo or hi_a - base + size > r.hi:
+            return None
+        view = self._view(r, npd)
         if view is None:
             return None
-        arr, start = view
-        idx = ((real - np.uint64(start)) // np.uint64(npd.itemsize)).astype(np.intp)
-        return np.where(mask, arr[idx], other)
+        d = sel - np.uint64(base + r.lo)  # bytes from the view's first element (aligned: so is the host address
+        if size > 1 and (d & np.uint64(size - 1)).any():  # exactly when this is)
+            return None
+        return view[0], (d >> np.uint64(size.bit_length() - 1)).astype(np.intp), every
 
-    def store(self, real: np.ndarray, value: np.ndarray, mask: np.ndarray) -> bool:
-        """Triton's ``store(real, value, mask)`` with numpy when the last translate() found one region and
-        the active lanes' addresses strictly increase (no two lanes write one element, so lane order cannot
-        matter); False where the caller must use Triton's."""
-        r = self.last
-        view = self._view(r, value.dtype) if r is not None and real.ndim else None
-        if view is None:
+    def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray, npd: np.dtype) -> np.ndarray | None:
+        """What Triton's ``load(translate(addr, mask), mask, other, npd)`` returns, in a few whole-array numpy
+        operations (Triton's C++ visits lane by lane); None where :meth:`_lanes` declines."""
+        hit = self._lanes(addr, mask, npd)
+        if hit is None:
+            return None
+        arr, idx, every = hit
+        if every:
+            return arr[idx].reshape(addr.shape)
+        out = np.array(other, dtype=npd, order="C")  # C order, as Triton's load returns (reductions sum by layout)
+        out[mask] = arr[idx]
+        return out
+
+    def scatter(self, addr: np.ndarray, value: np.ndarray, mask: np.ndarray) -> bool:
+        """Triton's ``store(translate(addr, mask), value, mask)`` with numpy, where :meth:`_lanes` accepts
+        and the active lanes' addresses strictly increase (no two lanes write one element, so lane order
+        cannot matter); False where the caller must take Triton's path."""
+        hit = self._lanes(addr, mask, value.dtype)
+        if hit is None:
             return False
-        arr, start = view
-        sel = real[mask] if not mask.all() else real.reshape(-1)
-        if sel.size == 0:
-            return True
-        idx = ((sel - np.uint64(start)) // np.uint64(value.dtype.itemsize)).astype(np.intp)
+        arr, idx, every = hit
         if idx.size > 1 and not (idx[1:] > idx[:-1]).all():
             return False
-        arr[idx] = value[mask] if not mask.all() else value.reshape(-1)
+        arr[idx] = value.reshape(-1) if every else value[mask]
         return True
 
     def _translate_one(self, addr, active, rid: int, size: int, kind: str) -> np.ndarray:
