@@ -106,3 +106,19 @@ def case_tolerance(tol: Any, spec: Any, dims: Mapping[str, int], device: Any) ->
         tol = dataclasses.replace(tol, flush_subnormals=True, source=f"{tol.source}, subnormal results may flush "
                                                                       "to zero (CUDA)")
     return tol
+
+
+def dims_from_inputs(spec: Any, inputs: Mapping[str, Any]) -> dict[str, int]:
+    """The op's named dims as the inputs' shapes give them (matched from the right: ``...`` is the leading batch),
+    for a call that comes with no Case (the hook's production calls)."""
+    dims: dict[str, int] = {}
+    for arg in spec.args:
+        t = inputs.get(arg.name)
+        shape = getattr(t, "shape", None)
+        if shape is None:
+            continue
+        names = [n for n in arg.shape if n != "..."]
+        for name, size in zip(reversed(names), reversed(tuple(shape))):
+            if "/" not in name and name in spec.dims:
+                dims.setdefault(name, int(size))
+    return dims

@@ -55,3 +55,29 @@ def test_case_tolerance_scales_rtol_and_on_cuda_lets_subnormal_results_flush():
     assert bounds(ref, ref, cpu, "bf16")[0] < 4.97e-40 <= bounds(ref, ref, cuda, "bf16")[0]
     normal = torch.tensor([1e-30], dtype=torch.float64)
     assert bounds(normal, normal, cuda, "bf16")[0] < 1e-30
+
+
+def test_a_call_without_a_case_gets_the_tolerance_of_its_lengths():
+    # the hook judges production calls through Oracle.compare with no Case: a 50k-class cross_entropy row is past
+    # the calibrated length there too
+    from gpuemu.device_arith import dims_from_inputs
+
+    ce = ops.get("cross_entropy")
+    x, t = torch.zeros(4, 50257), torch.zeros(4, dtype=torch.int64)
+    assert dims_from_inputs(ce, {"logits": x, "target": t}) == {"N": 4, "C": 50257}
+    from gpuemu.oracle import Oracle
+
+    oracle = Oracle.default()
+    base = oracle.tolerances.get("cross_entropy", "fp32")
+    # a correct fp32 loss whose error is 20x the calibrated rtol's allowance passes at C=50257, fails at C=1000
+    logits = torch.randn(4, 50257, generator=torch.Generator().manual_seed(0))
+    target = torch.tensor([1, 2, 3, 4])
+    for c, want in ((50257, "pass"), (1000, "fail")):
+        x = logits[:, :c].contiguous()
+        ref = torch.nn.functional.cross_entropy(x.double(), target, reduction="none")
+        scale = 1 + x.double().abs().max(-1).values  # a generous stand-in: the op's scale is at least ~|lse|
+        out = (ref + 20 * base.rtol * scale * ref.sign().clamp_min(1)).float()
+        v = oracle.compare(ce, "fp32", {"logits": x, "target": target}, {}, out)
+        assert v.status == want, (c, v.message)
+    mm = ops.get("matmul")
+    assert dims_from_inputs(mm, {"a": torch.zeros(3, 7), "b": torch.zeros(7, 5)}) == {"M": 3, "K": 7, "N": 5}
