@@ -38,6 +38,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
+import numpy as np
+
 ENABLED = True
 MAX_OPS = 50_000  # calls per recorded pass; a longer body (a long unrolled loop) runs as before
 MAX_KEYS = 1024  # specialisations kept (least recently used dropped)
@@ -350,11 +352,18 @@ class Recorder:
         """A call whose work happens outside the builder: recorded as one call of ``O[index]``."""
         rec = self
 
+        is_reduce = self.targets[index][1] == "reduce"
+
         def call(*args, **kwargs):
             if rec.depth or not rec.ok:
                 return f(*args, **kwargs)
+            handles = False
             try:
                 expr = rec._call(f"O[{index}]", args, kwargs)
+                if is_reduce:
+                    fast = rec._reduce_expr(args, kwargs)
+                    if fast is not None:
+                        expr, handles = fast, True
             except _Untraceable:
                 rec._fail()
                 expr = None
@@ -365,12 +374,52 @@ class Recorder:
                 rec.depth -= 1
             if expr is not None and rec.ok:
                 try:
-                    rec._outputs(out, expr, False, True)
+                    if handles:  # the fast form returns the handle of the one result
+                        if type(out) is not rec.tl.core.tensor:
+                            raise _Untraceable("a reduction without one tensor result")
+                        rec._outputs(out.handle, expr, True, True)
+                    else:
+                        rec._outputs(out, expr, False, True)
                 except _Untraceable:
                     rec._fail()
             return out
 
         return call
+
+    def _reduce_expr(self, args: tuple, kwargs: dict) -> str | None:
+        """``tl.reduce(x, axis, combine_fn, keep_dims)`` as one numpy reduction (:func:`_reduce`) where the
+        launch's chain (batched grid, numerics, the interpreter's ReduceOps) computes exactly that: one
+        fp32/fp64/int32/int64 block, an integer axis, tl.max / tl.min / tl.sum's combine function."""
+        tl = self.tl
+        names = ("input", "axis", "combine_fn", "keep_dims")
+        if len(args) > 4 or any(k not in names for k in kwargs):
+            return None
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k in bound:
+                return None
+            bound[k] = v
+        x, axis, fn = bound.get("input"), bound.get("axis"), bound.get("combine_fn")
+        keep = bound.get("keep_dims", False)
+        axis = axis.value if type(axis) is tl.constexpr else axis
+        keep = keep.value if type(keep) is tl.constexpr else keep
+        if type(x) is not tl.core.tensor or type(x.type) is not tl.core.block_type or type(axis) is not int \
+                or type(keep) is not bool:
+            return None
+        sca = x.type.element_ty
+        if type(sca) is not tl.core.dtype or sca.name not in ("fp32", "fp64", "int32", "int64"):
+            return None
+        std = tl.standard
+        op = {id(std._elementwise_max): np.nanmax, id(std._elementwise_min): np.nanmin,
+              id(std._sum_combine): np.sum}.get(id(fn))
+        rank = len(x.type.shape)
+        if op is None or not 0 <= axis < rank:
+            return None
+        from ._compat import interp
+
+        npd = interp()._get_np_dtype(sca)
+        return (f"R(v{self._slot(x.handle)}, {axis}, {self._const(op)}, {keep}, {self._const(npd)}, "
+                f"{self._const(sca)}, {rank}, TH)")
 
     def transpose(self, prop: property) -> property:
         rec = self
@@ -460,7 +509,7 @@ class Recorder:
         import re
 
         self.used = {int(m) for code, _, folded in self.lines if not folded for m in re.findall(r"\bv(\d+)\b", code)}
-        body = ["def _replay(I, b, O, C, T, D, index):"]
+        body = ["def _replay(I, b, O, C, T, D, index, R, TH):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
         body += ["    " + g for g in self.guards_pre]
@@ -483,6 +532,24 @@ class Recorder:
 
 
 _MISSING = object()
+
+
+def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, rank: int, TH: Any) -> Any:
+    """What the launch's ``tl.reduce`` chain returns (as a handle) for one fp32/fp64/int32/int64 block
+    reduced by np.nanmax / np.nanmin / np.sum: the batched grid moves the axis behind the program axis and
+    keeps a per-program scalar as one value per program; the interpreter's ReduceOps casts the result back
+    to the input's type (or wraps a scalar in a one-element array)."""
+    data = h.data
+    if data.ndim == rank + 1:  # a program axis in front
+        r = op(data, axis=axis + 1, keepdims=keep).astype(npd)
+        if rank == 1 and not keep:
+            r = r.reshape(data.shape[0])
+        return TH(r, sca)
+    r = op(data, axis=axis, keepdims=keep)
+    r = r.astype(npd) if getattr(r, "shape", ()) else np.array([r], dtype=npd)
+    return TH(r, sca)
+
+
 # builder methods whose effect is more than their result (memory, the program's place in the grid, the
 # launch's report, findings): never folded, whatever their arguments
 _IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "print", "barrier", "dot",
@@ -508,7 +575,10 @@ class Trace:
         import triton.language as tl
 
         ops = [getattr(obj, name) for obj, name in self.targets]
-        self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index)
+        from ._compat import interp
+
+        self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
+                interp().TensorHandle)
 
 
 __all__ = ["ENABLED", "Diverged", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
