@@ -42,7 +42,7 @@ import numpy as np
 
 ENABLED = True
 MAX_OPS = 50_000  # calls per recorded pass; a longer body (a long unrolled loop) runs as before
-MAX_KEYS = 1024  # specialisations kept (least recently used dropped)
+MAX_KEYS = 256  # specialisations kept (least recently used dropped; a trace holds its folded constants)
 MAX_TRACES = 4  # traces per specialisation (one per outcome of the argument guards, most recent first)
 MAX_FAILS = 3  # replays of a specialisation that diverged or raised before it is no longer recorded
 
