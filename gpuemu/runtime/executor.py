@@ -528,7 +528,7 @@ class _Passes:
                 trace.stats["replayed"] += 1
                 return None
             chosen.append(None)
-            if not trace.recordable(key):
+            if not trace.recordable(key, rw):
                 return rw.fn(**kargs)
             rec = trace.Recorder(inputs)
             scope = _Scope()

@@ -171,12 +171,20 @@ def candidates(key: tuple | None) -> list["Trace"]:
         return list(e.traces)
 
 
-def recordable(key: tuple | None) -> bool:
+def recordable(key: tuple | None, keep: Any = None) -> bool:
+    """Whether this launch should record: not on a specialisation's first launch (which only notes the
+    key: recording costs a little and a launch that never recurs gains nothing from it), then while its
+    replays have not failed too often."""
     if key is None or not ENABLED:
         return False
     with _lock:
         e = _cache.get(key)
-        return e is None or (e.fails < MAX_FAILS and len(e.traces) < 64)
+        if e is None:
+            _cache[key] = _Entry(keep)
+            while len(_cache) > MAX_KEYS:
+                _cache.popitem(last=False)
+            return False
+        return e.fails < MAX_FAILS
 
 
 def store(key: tuple, trace: "Trace", keep: Any) -> None:
