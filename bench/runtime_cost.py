@@ -10,8 +10,8 @@ the modes interleaved and rotated, in CPU time of the process (``time.process_ti
 wall time mostly measures the other processes). Programs are counted from the observed launches (product
 of each grid), so the table reads in milliseconds per program. A launcher that the runtime stops with a
 finding (an out-of-bounds access, say) is timed up to the finding and marked. Each mode's first call is also
-kept: for the batched runtime it is the launch that records a new specialisation's trace
-(gpuemu/runtime/trace.py), where the best of ``--repeat`` replays it.
+kept: a specialisation new to the process runs the ordinary way on its first launch, is recorded on its
+second (gpuemu/runtime/trace.py) and replayed after, so the best of ``--repeat`` is a replay.
 """
 from __future__ import annotations
 
@@ -175,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{med(one)}, 2-15 programs {med(few)}, 16 or more {med(many)}. Launches that cannot run with a program "
         "axis run one program at a time and say why (the mode column).",
         "",
-        f"**First call** of each row in batched mode (the launch that records the kernel's trace where its "
-        f"specialisation is new; `gpuemu/runtime/trace.py`): plain / first batched call median "
-        f"x{statistics.median(cold):.1f}, min x{min(cold):.2f}, max x{max(cold):.1f}. The best of "
-        f"{a.repeat} above includes launches that replay a recorded trace; the first call is what a launch "
-        "of a specialisation not seen before in the process costs.",
+        f"**First call** of each row in batched mode: plain / first batched call median "
+        f"x{statistics.median(cold):.1f}, min x{min(cold):.2f}, max x{max(cold):.1f}. A specialisation "
+        "(kernel, constexprs, argument types) new to the process runs the ordinary way on its first launch "
+        "and is recorded on its second (`gpuemu/runtime/trace.py`); later launches replay the recording. The "
+        f"best of {a.repeat} above therefore includes replays; a row's first call replays only where an "
+        "earlier row launched the same specialisation (another size, same block constexprs). The very first "
+        "row also pays the process's warm-up.",
         "",
         f"Fixed cost of a launch (a one-program copy kernel, best of 30): plain {1e3 * launch_plain:.2f} ms, "
         f"runtime {1e3 * launch_rt:.2f} ms. Load average during the run: {os.getloadavg()[0]:.1f} on "
