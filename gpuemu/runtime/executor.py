@@ -418,16 +418,22 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         try:
-            lang_scope = _patch(scope, state, fn)
+            lean = _lean(state, rw, kargs, settings, grid3)
+            lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
             watchdog.start()
             passes = _Passes(rw, kargs, settings, state, builder)
+            passes.lean = lean
             with np.errstate(all="ignore"):
                 try:
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
                 except trace.ReplayFailed:  # a recorded pass diverged or raised: again, the ordinary way
                     passes.restore(arena, state)
+                    if lean:  # the language patches go under the others: all again, in their order
+                        scope.restore()
+                        lang_scope = _patch(scope, state, fn)
+                        passes.lean = False
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
@@ -481,6 +487,7 @@ class _Passes:
         self.plain = not trace.ENABLED or fast.SHADOW is not None
         self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
         self.snap: list | None = None
+        self.lean = False  # set by the launch: no language patches in place (see _lean)
 
     def body(self, mode: str) -> Callable:
         if self.plain:
@@ -528,6 +535,8 @@ class _Passes:
                 trace.stats["replayed"] += 1
                 return None
             chosen.append(None)
+            if passes.lean:  # no trace after all: the kernel's Python needs the language patches
+                raise trace.ReplayFailed()
             if not trace.recordable(key, rw):
                 return rw.fn(**kargs)
             rec = trace.Recorder(inputs)
@@ -672,11 +681,35 @@ def _core_key() -> tuple:
             vars(sem).get("binary_op_sanitize_overflow_impl"))
 
 
-def _patch(scope: _Scope, state: LaunchState, fn: Callable):
-    """Install every patch for this launch; returns the interpreter's own language patch scope.
+def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings, grid3: tuple[int, int, int]) -> bool:
+    """Whether this launch will replay a trace that needs no language patch (trace.Trace.lean), with every
+    other patch it needs already built: then the ~240 attributes of Triton's language patches are neither
+    set nor restored. Anything else in the launch (no trace matching after all) re-patches in full."""
+    if state is not _STATE or not trace.ENABLED or fast.SHADOW is not None or fast._plan is None:
+        return False
+    programs = grid3[0] * grid3[1] * grid3[2]
+    mode = "batched" if settings.grid == "batched" and programs >= max(2, MIN_BATCH) else "sequential"
+    cands = trace.candidates(trace.key_of(rw, mode, settings, kargs))
+    if not cands or not all(t.lean for t in cands):
+        return False
+    hit = _core.get("patches")
+    if hit is None or not all(map(operator.is_, hit[0], _core_key())):
+        return False
+    if mode == "batched":
+        from . import batched
+
+        built = batched._installed.get("batch")
+        if built is None or built[0] is not hit:
+            return False
+    return fast._plan.unchanged()  # (else another tool changed triton.language: the plan is recorded anew)
+
+
+def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
+    """Install every patch for this launch; returns the interpreter's own language patch scope (None for a
+    ``lean`` launch, see :func:`_lean`: no language patches, no module aliases).
     The patches that do not depend on the kernel are built once for the process's reused state and set
     again from that list on later launches (building them was a third of a small launch's cost)."""
-    lang_scope = fast.patch_lang(_anchor())
+    lang_scope = None if lean else fast.patch_lang(_anchor())
     if state is _STATE:
         key = _core_key()
         hit = _core.get("patches")
@@ -690,6 +723,8 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable):
     else:
         _patch_core(scope, state)
     state.libdevice_patched = False
+    if lean:
+        return None
     if _uses_libdevice(state.rewritten, fn.__globals__):
         _patch_libdevice(scope, lang_scope)
         state.libdevice_patched = True

@@ -535,6 +535,13 @@ class Recorder:
         ns: dict[str, Any] = {}
         exec(compile("\n".join(body), "<gpuemu recorded kernel>", "exec"), ns)
         t = Trace(ns["_replay"], tuple(self.consts), tuple(self.targets), len(self.lines))
+        # a replay that needs no language patch: no guard (tensor conversions), no transpose property, no
+        # opaque call but the overflow check (which calls only the semantic layer and the builder)
+        live = [code for code, _, folded in self.lines if not folded]
+        sanitize = {i for i, (_, name) in enumerate(self.targets) if name == "binary_op_sanitize_overflow_impl"}
+        t.lean = not self.guards_pre and not any(
+            "raise D(" in code or ".T" in code or any(int(i) not in sanitize for i in re.findall(r"O\[(\d+)\]", code))
+            for code in live)
         t.source = "\n".join(body)
         return t
 
@@ -576,6 +583,7 @@ class Trace:
         self.n_ops = n_ops
         self.id = next(self._ids)
         self.source = ""  # the compiled function's text (for reading a trace)
+        self.lean = False  # replays without triton.language patched (see Recorder.finish)
 
     def run(self, inputs: list, builder: Any) -> None:
         import operator
