@@ -438,7 +438,7 @@ def _shrink_and_explain_inner(run: _Runner, case: Case, ev: Evaluation, verdict:
         odd = ", ".join(layout_note(small, k) for k in _strided_args(small))
         hint = f"stride bug suspected: fails only for non-contiguous inputs ({odd})"
     else:
-        hint = diagnose(run, small, final, final_ev.launches)
+        hint = diagnose(run, small, final, final_ev.launches, original=case if small != case else None)
     return Failure(case=small, verdict=final, hint=hint, original=case if small != case else None,
                    launches=tuple(final_ev.launches))
 

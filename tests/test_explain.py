@@ -40,3 +40,11 @@ def test_negative_values_hint_names_the_zero_filled_lane():
     assert hint == VALUE_HINTS["negative"]
     assert "instead of -inf" in hint
 
+
+
+def test_negative_hint_end_to_end_from_the_drawn_case():
+    # shrunk to N=1, a normal row is all negative half the time: the drawn case gives the evidence
+    r = gpuemu.fuzz(zero_padded_amax, op="amax", iterations=60, seed=1, save=False, dtypes="fp32")
+    first = r.failures[0]
+    assert first.case.values == "negative" and first.original is not None
+    assert "max-type bug suspected" in (first.hint or "")
