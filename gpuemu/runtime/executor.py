@@ -428,8 +428,8 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             with np.errstate(all="ignore"):
                 try:
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
-                except trace.ReplayFailed:  # a recorded pass diverged or raised: again, the ordinary way
-                    passes.restore(arena, state)
+                except trace.ReplayFailed as e:  # a recorded pass diverged or raised: again, the ordinary way
+                    passes.restore(arena, state, unmatched=e.args == ("unmatched",))
                     if lean:  # the language patches go under the others: all again, in their order
                         scope.restore()
                         lang_scope = _patch(scope, state, fn)
@@ -535,8 +535,8 @@ class _Passes:
                 trace.stats["replayed"] += 1
                 return None
             chosen.append(None)
-            if passes.lean:  # no trace after all: the kernel's Python needs the language patches
-                raise trace.ReplayFailed()
+            if passes.lean:  # no trace matched (nothing ran): the kernel's Python needs the language patches
+                raise trace.ReplayFailed("unmatched")
             if not trace.recordable(key, rw):
                 return rw.fn(**kargs)
             rec = trace.Recorder(inputs)
@@ -558,13 +558,15 @@ class _Passes:
         self.snap = [(r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo)) for r in arena.regions if r.hi > r.lo]
         self.snap_at = (arena.epoch, len(self.state.dot_precisions))
 
-    def restore(self, arena: Arena, state: LaunchState) -> None:
+    def restore(self, arena: Arena, state: LaunchState, unmatched: bool = False) -> None:
+        """Back to the memory the launch started with; the re-run replays nothing (it may record where
+        no trace matched the arguments: ``unmatched``)."""
         for r, data in self.snap or ():
             ctypes.memmove(r.host_ptr + r.lo, data, len(data))
         arena.epoch, dots = self.snap_at
         del state.dot_precisions[dots:]
         state._spin_fp, state._spin_n = None, 0
-        self.plain = True
+        self.plain = not unmatched
         self.pending.clear()
 
     def commit(self, grid_mode: str) -> None:

@@ -231,6 +231,7 @@ class Recorder:
         self.dep: set[int] = set()  # slots whose value can differ between replays (the rest are folded)
         self.touched = False  # the call being encoded reads a slot in dep
         self.guards_pre: list[str] = []
+        self.pre_lean = True  # every argument guard is computed from the data (see guard)
         self.consts: list = []
         self.const_ids: dict[int, int] = {}
         self.depth = 0
@@ -473,6 +474,14 @@ class Recorder:
             if s not in rec.dep:  # a folded value: the same at every replay
                 return out
             if s < rec.n_inputs:
+                # an argument (a scalar, never with a program axis): what the interpreter's conversions
+                # compute from its data, without a tensor or the language patches
+                if conv == "index":
+                    expr = f"int(v{s}.data.squeeze())"
+                elif conv == "bool":
+                    expr = f"(bool(v{s}.data) if v{s}.data.size == 1 else True)"
+                else:
+                    rec.pre_lean = False
                 rec.guards_pre.append(f"if {expr} != {want}: raise D(True)")
             else:
                 rec.lines.append((f"if {expr} != {want}: raise D(False)", None, False))
@@ -539,7 +548,7 @@ class Recorder:
         # opaque call but the overflow check (which calls only the semantic layer and the builder)
         live = [code for code, _, folded in self.lines if not folded]
         sanitize = {i for i, (_, name) in enumerate(self.targets) if name == "binary_op_sanitize_overflow_impl"}
-        t.lean = not self.guards_pre and not any(
+        t.lean = self.pre_lean and not any(
             "raise D(" in code or ".T" in code or any(int(i) not in sanitize for i in re.findall(r"O\[(\d+)\]", code))
             for code in live)
         t.source = "\n".join(body)
