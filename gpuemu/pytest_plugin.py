@@ -14,6 +14,13 @@ writes, with the seed and replay as testcase properties). Options: ``--gpuemu-it
 ``--gpuemu-seed`` (default: a seed derived from the test id, so a test is reproducible; ``random`` for a
 fresh one), ``--gpuemu-store``, ``--gpuemu-device``. Works under pytest-xdist (items are independent).
 
+``--gpuemu-ray [ADDRESS]`` runs the marked launchers as Ray tasks (``gpuemu[ray]``): all of them are submitted
+when the first one runs, each item then waits for its own task, so the cluster works on them at once while pytest
+reports them in its order. Seeds are the same as in a local run (derived on the driver); a task fuzzes, shrinks
+and explains into a temporary store and ships its files back into ``--gpuemu-store``, where the replay lines point
+(``gpuemu reproduce`` needs no Ray). No address starts a local cluster; ``auto`` joins the ambient one. The
+``gpuemu_fuzz`` fixture runs in the pytest process (its launcher is known only when the test runs).
+
 Nothing heavy is imported here: gpuemu's fuzzer (torch, Triton) loads when the first gpuemu test runs.
 """
 
@@ -38,6 +45,9 @@ def pytest_addoption(parser) -> None:
                     help="failure store for replay (default: .gpuemu, or GPUEMU_STORE)")
     group.addoption("--gpuemu-device", default="auto", choices=("auto", "cpu", "cuda"),
                     help="auto: CUDA when a GPU is present, else Triton's interpreter on the CPU")
+    group.addoption("--gpuemu-ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="run marked launchers as Ray tasks: no ADDRESS = a local cluster, 'auto' = the ambient "
+                         "one, or host:port (needs gpuemu[ray])")
 
 
 def _no_nvidia_driver() -> bool:
@@ -95,28 +105,30 @@ class GpuemuFailure(AssertionError):
     """The launcher failed the oracle; the message is the failure report."""
 
 
-def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> Any:
-    import gpuemu
-
+def _fuzz_kwargs(config, nodeid: str, kw: dict) -> dict:
+    """The keyword arguments of ``gpuemu.fuzz`` for one item: its marker's, then the command line's."""
     op = kw.get("op")
     if not op:
         raise pytest.UsageError(f"{nodeid}: gpuemu needs op=..., e.g. @pytest.mark.gpuemu(op='softmax')")
-    iterations = config.getoption("gpuemu_iterations") or kw.get("iterations")
-    store = config.getoption("gpuemu_store")
     device = config.getoption("gpuemu_device")
-    result = gpuemu.fuzz(fn, op=op, iterations=iterations, seed=_seed(config, nodeid, kw.get("seed")),
-                         dtypes=kw.get("dtypes"), strategy=kw.get("strategy"), store=store,
-                         rulepack=kw.get("rulepack") or (), device=None if device == "auto" else device,
-                         max_failures=kw.get("max_failures"))
-    user_properties.append(("gpuemu_seed", f"0x{result.seed:x}"))
-    user_properties.append(("gpuemu_summary", result.summary()))
+    return dict(op=op, iterations=config.getoption("gpuemu_iterations") or kw.get("iterations"),
+                seed=_seed(config, nodeid, kw.get("seed")), dtypes=kw.get("dtypes"), strategy=kw.get("strategy"),
+                store=config.getoption("gpuemu_store"), rulepack=kw.get("rulepack") or (),
+                device=None if device == "auto" else device, max_failures=kw.get("max_failures"))
+
+
+def _outcome(result: Any, store: str | None) -> dict:
+    """What pytest shows of a fuzz result: ``status`` (passed, failed, skipped), the ``message`` and the JUnit
+    properties. Plain data, so a Ray task can send it back."""
+    op = result.op
+    props = [("gpuemu_seed", f"0x{result.seed:x}"), ("gpuemu_summary", result.summary())]
     passing = {"pass", "rejected"}
     bad = [f for f in result.failures if f.verdict.status not in passing]
     if bad:
         # the fuzzer's replay line names the store and target where needed (older ones: add the store)
         replay = bad[0].replay_line() if hasattr(bad[0], "replay_line") else \
             bad[0].replay + (f" --store {store}" if store else "")
-        user_properties.append(("gpuemu_replay", replay))
+        props.append(("gpuemu_replay", replay))
         lines = [f"gpuemu: {result.target} is not a correct {op}", bad[0].line(), f"replay: {replay}",
                  f"case: {bad[0].case.describe()}"]
         if bad[0].original is not None:
@@ -125,9 +137,27 @@ def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> 
             lines.append(bad[0].verdict.detail)
         lines += [f.line() for f in bad[1:6]]
         lines.append(result.summary())
-        raise GpuemuFailure("\n".join(lines))
+        return {"status": "failed", "message": "\n".join(lines), "properties": props}
     if result.iterations == 0:
-        pytest.skip(f"gpuemu: no case of {op} ran: " + "; ".join(f"{k}: {v}" for k, v in result.skipped.items()))
+        return {"status": "skipped", "properties": props,
+                "message": f"gpuemu: no case of {op} ran: " + "; ".join(f"{k}: {v}" for k, v in result.skipped.items())}
+    return {"status": "passed", "message": "", "properties": props}
+
+
+def _report(outcome: dict, user_properties: list) -> None:
+    user_properties.extend(tuple(p) for p in outcome["properties"])
+    if outcome["status"] == "failed":
+        raise GpuemuFailure(outcome["message"])
+    if outcome["status"] == "skipped":
+        pytest.skip(outcome["message"])
+
+
+def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> Any:
+    import gpuemu
+
+    fkw = _fuzz_kwargs(config, nodeid, kw)
+    result = gpuemu.fuzz(fn, **fkw)
+    _report(_outcome(result, fkw["store"]), user_properties)
     return result
 
 
@@ -139,6 +169,9 @@ class GpuemuItem(pytest.Item):
         self.launcher, self.kwargs = launcher, kwargs
 
     def runtest(self) -> None:
+        if self.config.getoption("gpuemu_ray") is not None:
+            _report(_on_ray(self), self.user_properties)
+            return
         _run(self.config, self.nodeid, self.launcher, self.kwargs, self.user_properties)
 
     def repr_failure(self, excinfo, style=None):
@@ -193,3 +226,60 @@ def gpuemu_fuzz(request) -> Callable[..., Any]:
             pytest.fail(str(e), pytrace=False)
 
     return run
+
+
+# ---------------------------------------------------------------- --gpuemu-ray
+
+
+def _on_ray(item: GpuemuItem) -> dict:
+    """This item's outcome from its Ray task; the first item to ask submits every marked item of the session."""
+    from .check.on_ray import ray_session
+
+    config = item.config
+    state = config.stash.setdefault(_RAY_KEY, {})
+    if not state:
+        items = [it for it in item.session.items if isinstance(it, GpuemuItem)]
+        state["session"] = ray_session(config.getoption("gpuemu_ray"), device=config.getoption("gpuemu_device"),
+                                       root=str(config.rootpath))
+        config.add_cleanup(state["session"].close)
+        for it in items:
+            state[it.nodeid] = state["session"].submit(_item_target(it), _fuzz_kwargs(config, it.nodeid, it.kwargs))
+    return state["session"].outcome(state[item.nodeid])
+
+
+_RAY_KEY = pytest.StashKey[dict]()
+
+
+def _item_target(item: GpuemuItem) -> str:
+    """``file.py:name`` of a marked launcher: the test module's attribute that holds it (what a worker imports)."""
+    return f"{item.path}:{item.name}"
+
+
+def ray_task(target: str, fuzz_kwargs: dict, sys_path: list) -> tuple[dict, dict, str]:
+    """One Ray task: import the launcher, fuzz it into a temporary store, return (outcome, the store's files, the
+    temporary store's path)."""
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import gpuemu
+    from gpuemu.target import load
+
+    for p in reversed(sys_path):  # the driver's import path (rootdir, conftest folders) for the test module
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    tmp = tempfile.mkdtemp(prefix="gpuemu-ray-store-")
+    try:
+        # named as in a local run (fuzz describes the launcher), so records and replay lines are the same
+        result = gpuemu.fuzz(load(target), **dict(fuzz_kwargs, store=tmp))
+        outcome = _outcome(result, tmp)
+        import os
+        import socket
+
+        outcome["properties"].append(("gpuemu_ray_worker", f"{socket.gethostname()}:{os.getpid()}"))
+        files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*")
+                 if p.is_file() and not p.name.startswith(".tmp-")}
+        return outcome, files, tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -140,3 +140,51 @@ add = pytest.mark.gpuemu(op="add", iterationz=3)(add)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     assert res.ret != 0
     assert "unknown keyword 'iterationz'" in res.stderr.str() + res.stdout.str()
+
+
+@pytest.mark.ray
+def test_ray_route_gives_the_local_outcomes_seeds_and_store(project):
+    # --gpuemu-ray: the marked launchers run as tasks on a local Ray cluster; outcomes, seeds and the stored
+    # failures are those of a local run, and the replay line works on the driver without Ray
+    pytest.importorskip("ray")
+    import subprocess
+    import sys
+
+    workers: dict = {}
+
+    def outcomes(store, *args):
+        junit = project.path / f"{store}.xml"
+        res = project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-iterations", "6", "--gpuemu-store",
+                                           str(project.path / store), f"--junitxml={junit}", "-v", *args, timeout=400)
+        res.assert_outcomes(passed=2, failed=2)
+        cases = {}
+        for tc in ET.parse(junit).getroot().iter("testcase"):
+            props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+            cases[tc.get("name")] = (tc.find("failure") is None, props.get("gpuemu_seed"), props.get("gpuemu_summary"))
+            workers.setdefault(store, set()).add(props.get("gpuemu_ray_worker"))
+        stored = sorted(p.name for p in (project.path / store / "failures").glob("*.json"))
+        return cases, stored, res.stdout.str()
+
+    local, local_stored, _ = outcomes("local")
+    ray, ray_stored, out = outcomes("ray", "--gpuemu-ray")
+    assert ray == local and ray_stored == local_stored and ray_stored
+    # the marked launchers ran in Ray workers (the fixture's tests in pytest's own process)
+    assert workers["local"] == {None} and len(workers["ray"] - {None}) >= 1 and None in workers["ray"]
+    _check_failure_text(out)
+    replay = next(ln for ln in out.splitlines() if ln.startswith("replay: gpuemu reproduce"))
+    assert f"--store {project.path / 'ray'}" in replay
+    env = dict(os.environ, PYTHONPATH=str(project.path), TRITON_INTERPRET="1")
+    rep = subprocess.run([sys.executable, "-m", "gpuemu", *replay.split()[2:]], cwd=project.path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 1 and "reproduced: same verdict" in rep.stderr, rep.stderr
+
+
+def test_ray_route_without_ray_is_one_usage_line(project):
+    # a usage error, not a traceback: the first marked item says how to get Ray
+    project.makeconftest('''
+import sys
+sys.modules["ray"] = None  # import ray -> ImportError
+''')
+    res = project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-ray", "-k", "add_buggy", timeout=120)
+    out = res.stdout.str() + res.stderr.str()
+    assert "pip install 'gpuemu[ray]'" in out and "Traceback" not in out

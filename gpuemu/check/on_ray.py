@@ -41,26 +41,10 @@ def execute(tasks: list[tuple[Any, dict]], *, address: str | None, root: str, st
             num_cpus: int | None, done: Callable[[int, dict], None]) -> int:
     """Run ``tasks`` ([(entry, fuzz_one keyword arguments)]) as Ray tasks; ``done(i, result)`` as each finishes.
     Returns the cluster's CPU count (the run's parallelism)."""
-    ray = require_ray()
-    remote_dir = address not in (None, "", "local")
-    started_here = not ray.is_initialized()
-    if started_here:
-        kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        if remote_dir:  # the launchers' files travel with the job
-            kw.update(address=address, runtime_env={"working_dir": root, "excludes": EXCLUDES})
-        elif num_cpus:
-            kw["num_cpus"] = num_cpus
-        try:
-            ray.init(**kw)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            raise InvalidArgument(f"--ray {address or ''}: cannot connect to a Ray cluster ({e}); give its address "
-                                  "(host:6379, ray://host:10001) or 'auto' for the ambient one") from None
+    ray, remote_dir, started_here = _connect(address, root, num_cpus)
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
-        # the CPU interpreter must be on before a launcher's module is imported in the worker
-        env = {"env_vars": {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}}
-        unit = ray.remote(_unit).options(num_cpus=1, num_gpus=1 if device.startswith("cuda") else 0,
-                                         max_retries=MAX_RETRIES, retry_exceptions=False, runtime_env=env)
+        unit = ray.remote(_unit).options(**_task_options(device))
         refs = {}
         for i, (entry, kw) in enumerate(tasks):
             shipped = _relative(entry, root) if remote_dir else entry
@@ -85,6 +69,85 @@ def execute(tasks: list[tuple[Any, dict]], *, address: str | None, root: str, st
         if started_here:
             ray.shutdown()
     return cpus
+
+
+def _connect(address: str | None, root: str, num_cpus: int | None = None):
+    """(ray, whether the launchers' files travel with the job, whether this call started Ray)."""
+    ray = require_ray()
+    remote_dir = address not in (None, "", "local")
+    started_here = not ray.is_initialized()
+    if started_here:
+        kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        if remote_dir:  # the launchers' files travel with the job
+            kw.update(address=address, runtime_env={"working_dir": root, "excludes": EXCLUDES})
+        elif num_cpus:
+            kw["num_cpus"] = num_cpus
+        try:
+            ray.init(**kw)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise InvalidArgument(f"--ray {address or ''}: cannot connect to a Ray cluster ({e}); give its address "
+                                  "(host:6379, ray://host:10001) or 'auto' for the ambient one") from None
+    return ray, remote_dir, started_here
+
+
+def _task_options(device: str | None) -> dict:
+    """Per task: one CPU, a GPU on cuda, Ray's retries of a lost worker, and the interpreter switch (it must be set
+    before a launcher's module is imported in the worker)."""
+    if device in (None, "auto"):  # as on the driver
+        interpret = os.environ.get("TRITON_INTERPRET", "0")
+    else:
+        interpret = "1" if device == "cpu" else "0"
+    return dict(num_cpus=1, num_gpus=1 if (device or "").startswith("cuda") else 0, max_retries=MAX_RETRIES,
+                retry_exceptions=False, runtime_env={"env_vars": {"TRITON_INTERPRET": interpret}})
+
+
+class RaySession:
+    """The pytest plugin's route (``--gpuemu-ray``): :meth:`submit` one marked launcher as a task, :meth:`outcome`
+    waits for it and writes its store files into the driver's store; :meth:`close` stops a cluster it started."""
+
+    def __init__(self, address: str | None, *, device: str | None, root: str) -> None:
+        import sys
+
+        self._ray, self._remote_dir, self._started = _connect(address, root)
+        self._root, self._sys_path = root, list(sys.path)
+        from ..pytest_plugin import ray_task
+
+        self._task = self._ray.remote(ray_task).options(**_task_options(device))
+        self._stores: dict = {}
+
+    def submit(self, target: str, fuzz_kwargs: dict):
+        from ..config import resolve
+
+        store = str(resolve(store=fuzz_kwargs.get("store")).store)
+        shipped = target
+        if self._remote_dir:
+            file, _, fn = target.rpartition(":")
+            rel = os.path.relpath(file, self._root)
+            shipped = f"{rel}:{fn}" if not rel.startswith("..") else target
+        ref = self._task.remote(shipped, {k: v for k, v in fuzz_kwargs.items() if k != "store"}, self._sys_path)
+        self._stores[ref] = (store, target, shipped)
+        return ref
+
+    def outcome(self, ref) -> dict:
+        store, target, shipped = self._stores.pop(ref)
+        try:
+            outcome, files, tmp_root = self._ray.get(ref)
+        except Exception as e:  # retries exhausted: the item fails with why, not a traceback of Ray's
+            return {"status": "failed", "properties": [], "message": f"gpuemu: Ray task for {target} failed after "
+                    f"{MAX_RETRIES} retries: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        from types import SimpleNamespace
+
+        entry = SimpleNamespace(target=target)  # what _land reads of a launcher: its target as the driver names it
+        return _land(outcome, files, tmp_root, store, entry, self._root if shipped != target else None)
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
+
+
+def ray_session(address: str | None, *, device: str | None, root: str) -> RaySession:
+    return RaySession(address, device=device, root=root)
 
 
 def _relative(entry, root: str):
