@@ -59,6 +59,11 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "gpuemu(op, *, iterations=None, seed=None, dtypes=None, strategy=None, rulepack=None): fuzz "
                    "the marked launcher against op's fp64 oracle (on a test function: defaults for gpuemu_fuzz)")
+    if config.getoption("gpuemu_ray", None) is not None:
+        try:
+            import ray  # noqa: F401  (only when asked for: importing Ray costs a second or two)
+        except ImportError:
+            raise pytest.UsageError("--gpuemu-ray needs Ray: pip install 'gpuemu[ray]' (or pip install ray)") from None
     device = config.getoption("gpuemu_device", "auto")
     # Triton reads TRITON_INTERPRET when a kernel is decorated, i.e. when test modules import kernels:
     # set it now, before collection, and only where native launches cannot work anyway

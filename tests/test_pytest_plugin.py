@@ -187,4 +187,5 @@ sys.modules["ray"] = None  # import ray -> ImportError
 ''')
     res = project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-ray", "-k", "add_buggy", timeout=120)
     out = res.stdout.str() + res.stderr.str()
-    assert "pip install 'gpuemu[ray]'" in out and "Traceback" not in out
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --gpuemu-ray needs Ray: pip install 'gpuemu[ray]'" in out and "Traceback" not in out
