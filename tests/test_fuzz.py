@@ -150,7 +150,7 @@ def test_bf16_keeps_being_tested_after_a_raising_bf16_case():
     assert all(dt == "bf16" for dt, _ in kinds)
 
 
-def test_cases_run_with_one_torch_thread_and_the_setting_comes_back():
+def test_cases_run_with_one_torch_thread_and_the_setting_comes_back(tmp_path):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -166,5 +166,11 @@ def test_cases_run_with_one_torch_thread_and_the_setting_comes_back():
         with pytest.raises(KeyboardInterrupt):
             gpuemu.fuzz(raises, op="softmax", iterations=3, seed=1, save=False)
         assert torch.get_num_threads() == 2
+        pack = tmp_path / "threads.yaml"
+        pack.write_text("schema_version: 1\nfuzz:\n  torch_threads: 0\n")  # 0: torch's own setting stands
+        seen.clear()
+        gpuemu.fuzz(good_softmax, op="softmax", iterations=2, seed=1, save=False, rulepack=[str(pack)],
+                    on_case=lambda i, c, v: seen.append(torch.get_num_threads()))
+        assert seen == [2, 2]
     finally:
         torch.set_num_threads(before)
