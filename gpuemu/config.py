@@ -163,15 +163,35 @@ def _validate_sections(doc: dict, path: str) -> None:
 
 
 def load_yaml(path: Path) -> dict:
-    """Read and validate one rule pack or project file."""
+    """Read and validate one rule pack or project file. Parsed packs are kept per (path, size, mtime): every
+    ``fuzz()`` resolves its settings, and the built-in packs took ~1 s to parse each time with PyYAML's Python
+    loader; a file that changes is read again. Callers get a copy (they may merge into it)."""
+    import copy
+
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise RulePackError(f"{path}: cannot read rule pack: {e.strerror or e}") from None
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    doc = _PARSED.get(key)
+    if doc is None:
+        doc = _PARSED[key] = _parse(path)
+    return copy.deepcopy(doc)
+
+
+_PARSED: dict = {}
+
+
+def _parse(path: Path) -> dict:
     import yaml
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise RulePackError(f"{path}: cannot read rule pack: {e.strerror or e}") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C parser where PyYAML was built with it
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "<yaml>"

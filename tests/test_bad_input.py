@@ -351,3 +351,20 @@ def test_a_record_naming_a_file_outside_the_directory_needs_trust(copy, capsys, 
     assert not (evil.parent / "ran").exists()
     rc, err = run(capsys, "reproduce", seed, "--store", d / "s", "--trust")
     assert rc == 1 and (evil.parent / "ran").exists() and "reproduced: same verdict" in err
+
+
+def test_a_rule_pack_edited_between_runs_is_read_again(tmp_path):
+    # parsed packs are cached per (path, size, mtime): an edit must not be served from the cache
+    import os
+
+    from gpuemu.config import resolve
+
+    pack = tmp_path / "pack.yaml"
+    pack.write_text("fuzz:\n  iterations: 7\n")
+    assert resolve(rulepacks=[str(pack)]).fuzz["iterations"] == 7
+    pack.write_text("fuzz:\n  iterations: 9\n")
+    st = pack.stat()
+    os.utime(pack, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a coarse clock could give the same mtime
+    assert resolve(rulepacks=[str(pack)]).fuzz["iterations"] == 9
+    resolve(rulepacks=[str(pack)]).fuzz["iterations"] = 0  # a caller's change does not leak into the cache
+    assert resolve(rulepacks=[str(pack)]).fuzz["iterations"] == 9
