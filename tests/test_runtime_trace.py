@@ -209,3 +209,29 @@ def test_the_corpus_replays_bit_for_bit(fresh):
     end = _counts()
     # the replay engaged: most second launches replayed
     assert end["replayed"] - start["replayed"] >= 0.5 * checked, (start, end)
+
+
+def test_a_lean_replay_leaves_the_language_and_the_builder_as_they_were(fresh):
+    """A replay that skips Triton's language patches still sets and restores the runtime's own: after it,
+    triton.language, tl.tensor and the interpreter's builder hold exactly what they held before."""
+    from gpuemu.runtime import _compat, executor
+
+    x = torch.randn(5, 37)
+    y = torch.empty_like(x)
+    for _ in range(2):  # noted, then recorded
+        _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+    builder = _compat.builder()
+    before = (dict(vars(tl)), dict(vars(tl.core)), dict(vars(tl.core.tensor)), dict(vars(builder)))
+    leans = []
+    real = executor._lean
+    try:
+        executor._lean = lambda *a: leans.append(real(*a)) or leans[-1]
+        _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+    finally:
+        executor._lean = real
+    after = (dict(vars(tl)), dict(vars(tl.core)), dict(vars(tl.core.tensor)), dict(vars(builder)))
+    assert leans == [True]
+    for b, a in zip(before, after):
+        assert b.keys() == a.keys()
+        changed = [k for k in b if b[k] is not a[k]]
+        assert set(changed) <= {"grid_idx", "grid_dim"}, changed  # the builder's place in the grid is per launch
