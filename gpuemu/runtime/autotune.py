@@ -101,6 +101,9 @@ def _differs(a, b) -> str | None:
         fin = ~nan_a
         if not fin.any():
             return None
+        label = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(a.dtype)
+        if label is not None and b.dtype == a.dtype and b.shape == a.shape:
+            return _judged(a64, b, label)
         diff = (a64 - b64).abs().masked_fill(~fin, 0.0)
         scale = float(a64.abs().masked_fill(~fin, 0.0).max())
         tol = _RTOL.get(str(a.dtype).replace("torch.", ""), 1e-4) * max(scale, 1e-30)
@@ -114,6 +117,21 @@ def _differs(a, b) -> str | None:
         i = int((a != b).reshape(-1).nonzero()[0])
         return f"differs at flat index {i} ({a.reshape(-1)[i].item()} vs {b.reshape(-1)[i].item()})"
     return None
+
+
+def _judged(ref, b, label: str) -> str | None:
+    """``b`` against the chosen config's result ``ref`` (float64) through gpuemu's one comparison
+    (:func:`gpuemu.compare.judge`): rtol of :data:`_RTOL` on the scale max |chosen result|, plus one rounding of |ref|."""
+    import torch
+
+    from ..compare import PASS, judge
+    from ..tolerance import Tolerance
+
+    name = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[label]
+    top = float(ref.abs().masked_fill(~ref.isfinite(), 0.0).max()) if ref.numel() else 0.0
+    v = judge(b, ref, dtype=label, tol=Tolerance(_RTOL[name], 0.0, "autotune"), scale=torch.full_like(ref, top),
+              scale_doc="max |chosen result|", signature="config result", reference="the chosen config's result")
+    return None if v.status == PASS else f"{v.message} at {list(v.index or ())}"
 
 
 def _cfg_text(cfg: Any) -> str:
