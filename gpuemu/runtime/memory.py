@@ -145,6 +145,17 @@ class Arena:
             out = np.where(sub, part, out)
         return out
 
+
+    def _region_of(self, sel, size: int):
+        """The one region holding every address of ``sel`` and the ``size`` bytes at each, or None."""
+        lo_a, hi_a = int(sel.min()), int(sel.max())
+        rid = lo_a >> WINDOW_SHIFT
+        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+            return None
+        r = self.regions[rid - 1]
+        if lo_a - r.base < r.lo or hi_a - r.base + size > r.hi:
+            return None
+        return r
     def _translate_fast(self, addr: np.ndarray, active: np.ndarray | None, size: int) -> np.ndarray | None:
         """The common case in a few whole-array operations: every active lane in one argument, in bounds
         and aligned. Returns what :meth:`_translate_one` returns for it, or None (anything else, a
@@ -157,14 +168,10 @@ class Arena:
             sel, every = addr[active], False
             if sel.size == 0:
                 return None
-        lo_a, hi_a = int(sel.min()), int(sel.max())
-        rid = lo_a >> WINDOW_SHIFT
-        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+        r = self._region_of(sel, size)
+        if r is None:
             return None
-        r = self.regions[rid - 1]
         base = r.base
-        if lo_a - base < r.lo or hi_a - base + size > r.hi:
-            return None
         delta = np.uint64((r.host_ptr - base) % (1 << 64))  # virtual -> host, modulo 2**64 as uint64 adds
         real = addr + delta
         if size > 1 and ((real if every else sel + delta) & np.uint64(size - 1)).any():
@@ -205,14 +212,10 @@ class Arena:
         sel = addr.reshape(-1) if every else addr[mask]
         if sel.size == 0 or size & (size - 1):
             return None
-        lo_a, hi_a = int(sel.min()), int(sel.max())
-        rid = lo_a >> WINDOW_SHIFT
-        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+        r = self._region_of(sel, size)
+        if r is None:
             return None
-        r = self.regions[rid - 1]
         base = r.base
-        if lo_a - base < r.lo or hi_a - base + size > r.hi:
-            return None
         view = self._view(r, npd)
         if view is None:
             return None
