@@ -146,7 +146,7 @@ class Arena:
         return out
 
 
-    def _region_of(self, sel, size: int):
+    def _one_region(self, sel, size: int):
         """The one region holding every address of ``sel`` and the ``size`` bytes at each, or None."""
         lo_a, hi_a = int(sel.min()), int(sel.max())
         rid = lo_a >> WINDOW_SHIFT
@@ -156,6 +156,7 @@ class Arena:
         if lo_a - r.base < r.lo or hi_a - r.base + size > r.hi:
             return None
         return r
+
     def _translate_fast(self, addr: np.ndarray, active: np.ndarray | None, size: int) -> np.ndarray | None:
         """The common case in a few whole-array operations: every active lane in one argument, in bounds
         and aligned. Returns what :meth:`_translate_one` returns for it, or None (anything else, a
@@ -168,7 +169,7 @@ class Arena:
             sel, every = addr[active], False
             if sel.size == 0:
                 return None
-        r = self._region_of(sel, size)
+        r = self._one_region(sel, size)
         if r is None:
             return None
         base = r.base
@@ -212,7 +213,7 @@ class Arena:
         sel = addr.reshape(-1) if every else addr[mask]
         if sel.size == 0 or size & (size - 1):
             return None
-        r = self._region_of(sel, size)
+        r = self._one_region(sel, size)
         if r is None:
             return None
         base = r.base
