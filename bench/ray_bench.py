@@ -40,6 +40,7 @@ def main() -> int:
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", default="1,2")
+    p.add_argument("--modes", default="local,ray", help="local, ray or both (comma-separated), in that order")
     p.add_argument("--only", default=None, help="only launchers whose target contains this text")
     p.add_argument("--out", default="bench/ray_bench.md")
     args = p.parse_args()
@@ -50,7 +51,8 @@ def main() -> int:
         manifest = dataclasses.replace(manifest, kernels=tuple(e for e in manifest.kernels if args.only in e.target))
     counts = [int(w) for w in args.workers.split(",")]
     rows, first, same = [], None, True
-    for mode in ("local processes", "Ray (local cluster)"):
+    modes = [m for m, key in (("local processes", "local"), ("Ray (local cluster)", "ray")) if key in args.modes.split(",")]
+    for mode in modes:
         base = None
         for n in counts:
             with tempfile.TemporaryDirectory() as store:
@@ -66,7 +68,7 @@ def main() -> int:
             print(f"{mode:22s} {n:3d} workers {wall:8.1f} s  x{base / wall:.2f}  same verdicts: {v == first}", flush=True)
     lines = [f"# `make bench-ray`: {len(manifest.kernels)} corpus launchers x {args.iterations} cases, seed {args.seed}, "
              f"{os.cpu_count()} CPUs", "",
-             f"`python bench/ray_bench.py --iterations {args.iterations} --workers {args.workers}`; wall times in one run, "
+             f"`python bench/ray_bench.py --iterations {args.iterations} --workers {args.workers} --modes {args.modes}`; wall times in one run, "
              "one after another; speed-up against one worker of the same kind.", "",
              "| runs on | workers | wall s | speed-up | same verdicts as the first run |", "|---|---|---|---|---|"]
     lines += [f"| {m} | {n} | {w:.1f} | x{s:.2f} | {'yes' if ok else 'NO'} |" for m, n, w, s, ok in rows]
