@@ -351,7 +351,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
         from .on_ray import execute
 
         jobs = execute(tasks, address=ray, root=manifest.root, store=store, device=device,
-                       num_cpus=jobs if jobs > 1 else None, done=done)
+                       num_cpus=jobs, done=done)
     elif jobs <= 1:
         _worker_init(device)
         for i, (e, kw) in enumerate(tasks):
