@@ -26,7 +26,7 @@ def test_action_is_composite_with_shell_on_every_run_step_and_no_expressions_in_
             assert step.get("shell") == "bash", step["name"]
             assert "${{" not in step["run"], f"{step['name']}: inputs must reach scripts through env:"
     uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
-    assert uses == ["github/codeql-action/upload-sarif", "actions/upload-artifact"]
+    assert uses == ["actions/cache", "github/codeql-action/upload-sarif", "actions/upload-artifact"]
     for ref in re.findall(r"inputs\.([\w-]+)", json.dumps(ACTION["runs"])):
         assert ref in ACTION["inputs"], ref
 
