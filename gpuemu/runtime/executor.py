@@ -179,18 +179,7 @@ class _Scope:
         """``set`` for each (object, name, value), with one undo for all of them."""
         olds = [getattr(o, "__dict__", {}).get(n, _MISSING) for o, n in zip(objs, names)]
         list(map(setattr, objs, names, values))
-
-        def undo():
-            for obj, name, old in zip(reversed(objs), reversed(names), reversed(olds)):
-                if old is _MISSING:
-                    try:
-                        delattr(obj, name)
-                    except AttributeError:
-                        pass
-                else:
-                    setattr(obj, name, old)
-
-        self._undo.append(undo)
+        self._undo.append(lambda: list(map(_restore, reversed(objs), reversed(names), reversed(olds))))
 
     def set(self, obj: Any, name: str, value: Any) -> None:
         if self.recording is not None:
@@ -198,17 +187,7 @@ class _Scope:
         own = getattr(obj, "__dict__", {})  # a class's mappingproxy or an instance's / module's dict
         old = own[name] if name in own else _MISSING
         setattr(obj, name, value)
-
-        def undo(obj=obj, name=name, old=old):
-            if old is _MISSING:
-                try:
-                    delattr(obj, name)
-                except AttributeError:
-                    pass
-            else:
-                setattr(obj, name, old)
-
-        self._undo.append(undo)
+        self._undo.append(lambda: _restore(obj, name, old))
 
     def set_item(self, mapping: dict, key: str, value: Any) -> None:
         old = mapping.get(key, _MISSING)
@@ -225,6 +204,17 @@ class _Scope:
     def restore(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+
+def _restore(obj: Any, name: str, old: Any) -> None:
+    """Put ``obj.name`` back as it was before a ``_Scope`` set it: ``old``, or no own attribute at all."""
+    if old is _MISSING:
+        try:
+            delattr(obj, name)
+        except AttributeError:
+            pass
+    else:
+        setattr(obj, name, old)
 
 
 def _anchor():

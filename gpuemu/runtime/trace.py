@@ -327,71 +327,70 @@ class Recorder:
         stats["untraceable"] += 1
 
     # -------------------------------------------------------------- the wrappers
+    def _record_then_run(self, f: Callable, args: tuple, kwargs: dict, expr_of: Callable[[], Any],
+                         note: Callable[[Any, Any], None]) -> Any:
+        """Run ``f``; record it as ``expr_of()`` (before the call: its arguments' slots) and note its outputs with
+        ``note(out, expr)`` (after). Calls ``f`` makes are not recorded (depth); an untraceable step ends the
+        recording, never the launch."""
+        if self.depth or not self.ok:
+            return f(*args, **kwargs)
+        try:
+            expr = expr_of()
+        except _Untraceable:
+            self._fail()
+            expr = None
+        self.depth += 1
+        try:
+            out = f(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if expr is not None and self.ok:
+            try:
+                note(out, expr)
+            except _Untraceable:
+                self._fail()
+        return out
+
     def builder_method(self, name: str, f: Callable) -> Callable:
         rec = self
         pure = not any(w in name for w in _IMPURE)
 
         def call(*args, **kwargs):
-            if rec.depth or not rec.ok:
-                rec.depth += 1
-                try:
-                    return f(*args, **kwargs)
-                finally:
-                    rec.depth -= 1
-            try:
-                expr = rec._call(f"b.{name}", args, kwargs)
-            except _Untraceable:
-                rec._fail()
-                expr = None
-            rec.depth += 1
-            try:
-                out = f(*args, **kwargs)
-            finally:
-                rec.depth -= 1
-            if expr is not None and rec.ok:
-                try:
-                    rec._outputs(out, expr, True, pure)
-                except _Untraceable:
-                    rec._fail()
-            return out
+            if rec.depth or not rec.ok:  # the hot path, before building the closures below
+                return f(*args, **kwargs)
+            return rec._record_then_run(f, args, kwargs, lambda: rec._call(f"b.{name}", args, kwargs),
+                                        lambda out, expr: rec._outputs(out, expr, True, pure))
 
         return call
 
     def opaque(self, index: int, f: Callable) -> Callable:
         """A call whose work happens outside the builder: recorded as one call of ``O[index]``."""
         rec = self
-
         is_reduce = self.targets[index][1] == "reduce"
 
         def call(*args, **kwargs):
             if rec.depth or not rec.ok:
                 return f(*args, **kwargs)
-            handles = False
-            try:
+            fast = []  # set when the reduction is recorded in its fast form, which returns its one result's handle
+
+            def expr_of():
                 expr = rec._call(f"O[{index}]", args, kwargs)
                 if is_reduce:
-                    fast = rec._reduce_expr(args, kwargs)
-                    if fast is not None:
-                        expr, handles = fast, True
-            except _Untraceable:
-                rec._fail()
-                expr = None
-            rec.depth += 1
-            try:
-                out = f(*args, **kwargs)
-            finally:
-                rec.depth -= 1
-            if expr is not None and rec.ok:
-                try:
-                    if handles:  # the fast form returns the handle of the one result
-                        if type(out) is not rec.tl.core.tensor:
-                            raise _Untraceable("a reduction without one tensor result")
-                        rec._outputs(out.handle, expr, True, True)
-                    else:
-                        rec._outputs(out, expr, False, True)
-                except _Untraceable:
-                    rec._fail()
-            return out
+                    one = rec._reduce_expr(args, kwargs)
+                    if one is not None:
+                        fast.append(True)
+                        return one
+                return expr
+
+            def note(out, expr):
+                if not fast:
+                    rec._outputs(out, expr, False, True)
+                elif type(out) is not rec.tl.core.tensor:
+                    raise _Untraceable("a reduction without one tensor result")
+                else:
+                    rec._outputs(out.handle, expr, True, True)
+
+            return rec._record_then_run(f, args, kwargs, expr_of, note)
 
         return call
 
