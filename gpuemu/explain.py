@@ -90,14 +90,14 @@ def learn(blocks: Blocks, spec: ops.OpSpec, launches: Iterable[Launch]) -> None:
 Passes = Callable[[Case], bool]
 
 
-def _stride_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
+def _stride_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     if case.is_contiguous() or not passes(contiguous_twin(case)):
         return []
     odd = ", ".join(layout_note(case, k) for k in strided_args(case))
     return [f"stride bug suspected: fails only for non-contiguous inputs ({odd})"]
 
 
-def _values_rule(case: Case, verdict, launches, passes: Passes, original: Case | None = None) -> list[str]:
+def _values_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     if case.values == "normal":
         return []
     # a shrunk case can be too small to tell: at N=1 a normal row is all negative half the time, so "passes with
@@ -108,14 +108,14 @@ def _values_rule(case: Case, verdict, launches, passes: Passes, original: Case |
     return []
 
 
-def _causal_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
+def _causal_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     if not case.kwargs.get("causal") or not passes(case.replace(kwargs=dict(case.kwargs, causal=False))):
         return []
     return ["causal mask suspected: fails only with causal=True"
             + (" and Nq != Nk (mask alignment?)" if case.dims.get("Nq") != case.dims.get("Nk") else "")]
 
 
-def _dtype_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
+def _dtype_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     if case.dtype != "fp32" and passes(with_dims(case.replace(dtype="fp32"))):
         return [f"precision suspected: fails only for {case.dtype}, passes in fp32 (accumulation dtype?)"]
     if case.dtype == "fp32" and verdict.kind == "mismatch" and passes(with_dims(case.replace(dtype="fp16"))):
@@ -125,7 +125,7 @@ def _dtype_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
     return []
 
 
-def _block_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
+def _block_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     spec = case.spec
     hints = []
     for dim, pairs in attribute_blocks(spec, launches).items():
@@ -151,7 +151,7 @@ def _block_rule(case: Case, verdict, launches, passes: Passes) -> list[str]:
     return hints
 
 
-# (name, rule) in report order
+# (name, rule) in report order; a rule takes (case, verdict, launches, passes, original: the case before shrinking)
 HINT_RULES: tuple[tuple[str, Callable[..., list[str]]], ...] = (
     ("stride", _stride_rule), ("values", _values_rule), ("causal", _causal_rule), ("dtype", _dtype_rule),
     ("blocks", _block_rule),
@@ -179,7 +179,6 @@ def diagnose(run: Callable, case: Case, verdict, launches: Iterable[Launch], *,
         return True
 
     hints: list[str] = []
-    for name, rule in HINT_RULES:
-        hints += rule(case, verdict, launches, passes, original) if name == "values" else \
-            rule(case, verdict, launches, passes)
+    for _, rule in HINT_RULES:
+        hints += rule(case, verdict, launches, passes, original)
     return "; ".join(dict.fromkeys(hints)) or None

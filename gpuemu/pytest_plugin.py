@@ -238,14 +238,14 @@ def gpuemu_fuzz(request) -> Callable[..., Any]:
 
 def _on_ray(item: GpuemuItem) -> dict:
     """This item's outcome from its Ray task; the first item to ask submits every marked item of the session."""
-    from .check.on_ray import ray_session
+    from .check.on_ray import RaySession
 
     config = item.config
     state = config.stash.setdefault(_RAY_KEY, {})
     if not state:
         items = [it for it in item.session.items if isinstance(it, GpuemuItem)]
-        state["session"] = ray_session(config.getoption("gpuemu_ray"), device=config.getoption("gpuemu_device"),
-                                       root=str(config.rootpath))
+        state["session"] = RaySession(config.getoption("gpuemu_ray"), device=config.getoption("gpuemu_device"),
+                                      root=str(config.rootpath))
         config.add_cleanup(state["session"].close)
         for it in items:
             state[it.nodeid] = state["session"].submit(_item_target(it), _fuzz_kwargs(config, it.nodeid, it.kwargs))

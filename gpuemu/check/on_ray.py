@@ -15,6 +15,7 @@ and the folders in :data:`EXCLUDES`); with no address a local cluster is started
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -47,7 +48,7 @@ def execute(tasks: list[tuple[Any, dict]], *, address: str | None, root: str, st
         unit = ray.remote(_unit).options(**_task_options(device))
         refs = {}
         for i, (entry, kw) in enumerate(tasks):
-            shipped = _relative(entry, root) if remote_dir else entry
+            shipped = dataclasses.replace(entry, target=_relative(entry.target, root)) if remote_dir else entry
             refs[unit.remote(shipped, {k: v for k, v in kw.items() if k != "store"})] = i
         pending = list(refs)
         while pending:
@@ -119,11 +120,7 @@ class RaySession:
         from ..config import resolve
 
         store = str(resolve(store=fuzz_kwargs.get("store")).store)
-        shipped = target
-        if self._remote_dir:
-            file, _, fn = target.rpartition(":")
-            rel = os.path.relpath(file, self._root)
-            shipped = f"{rel}:{fn}" if not rel.startswith("..") else target
+        shipped = _relative(target, self._root) if self._remote_dir else target
         ref = self._task.remote(shipped, {k: v for k, v in fuzz_kwargs.items() if k != "store"}, self._sys_path)
         self._stores[ref] = (store, target, shipped)
         return ref
@@ -146,22 +143,14 @@ class RaySession:
             self._started = False
 
 
-def ray_session(address: str | None, *, device: str | None, root: str) -> RaySession:
-    return RaySession(address, device=device, root=root)
-
-
-def _relative(entry, root: str):
-    """The entry with its target relative to the manifest's folder (the job's working directory on the workers)."""
-    import dataclasses
-
-    file, _, fn = entry.target.rpartition(":")
+def _relative(target: str, root: str) -> str:
+    """``target`` relative to ``root`` (the job's working directory on the workers), or as it is when outside."""
+    file, _, fn = target.rpartition(":")
     try:
         rel = os.path.relpath(file, root)
     except ValueError:
-        return entry
-    if rel.startswith(".."):
-        return entry
-    return dataclasses.replace(entry, target=f"{rel}:{fn}")
+        return target
+    return target if rel.startswith("..") else f"{rel}:{fn}"
 
 
 def _unit(entry, kw: dict) -> tuple[dict, dict[str, bytes], str]:
@@ -188,7 +177,7 @@ def _land(result: dict, files: dict[str, bytes], tmp_root: str | None, store: st
         if tmp_root:
             text = text.replace(json.dumps(tmp_root)[1:-1], json.dumps(str(store))[1:-1])
         if root is not None:  # targets were shipped relative to the working directory: give them back whole
-            rel = _relative(entry, root).target
+            rel = _relative(entry.target, root)
             text = text.replace(json.dumps(rel)[1:-1], json.dumps(entry.target)[1:-1])
         return text.encode("utf-8")
 

@@ -101,12 +101,15 @@ def _differs(a, b) -> str | None:
         fin = ~nan_a
         if not fin.any():
             return None
-        label = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(a.dtype)
+        from ..cases import DTYPES
+
+        name = str(a.dtype).replace("torch.", "")
+        label = {v: k for k, v in DTYPES.items()}.get(name)
         if label is not None and b.dtype == a.dtype and b.shape == a.shape:
             return _judged(a64, b, label)
         diff = (a64 - b64).abs().masked_fill(~fin, 0.0)
         scale = float(a64.abs().masked_fill(~fin, 0.0).max())
-        tol = _RTOL.get(str(a.dtype).replace("torch.", ""), 1e-4) * max(scale, 1e-30)
+        tol = _RTOL.get(name, 1e-4) * max(scale, 1e-30)
         worst = float(diff.max())
         if worst > tol or (torch.isinf(a64) != torch.isinf(b64)).any():
             i = int(diff.reshape(-1).argmax())
@@ -124,12 +127,12 @@ def _judged(ref, b, label: str) -> str | None:
     (:func:`gpuemu.compare.judge`): rtol of :data:`_RTOL` on the scale max |chosen result|, plus one rounding of |ref|."""
     import torch
 
+    from ..cases import DTYPES
     from ..compare import PASS, judge
     from ..tolerance import Tolerance
 
-    name = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[label]
     top = float(ref.abs().masked_fill(~ref.isfinite(), 0.0).max()) if ref.numel() else 0.0
-    v = judge(b, ref, dtype=label, tol=Tolerance(_RTOL[name], 0.0, "autotune"), scale=torch.full_like(ref, top),
+    v = judge(b, ref, dtype=label, tol=Tolerance(_RTOL[DTYPES[label]], 0.0, "autotune"), scale=torch.full_like(ref, top),
               scale_doc="max |chosen result|", signature="config result", reference="the chosen config's result")
     return None if v.status == PASS else f"{v.message} at {list(v.index or ())}"
 

@@ -145,7 +145,6 @@ class Arena:
             out = np.where(sub, part, out)
         return out
 
-
     def _one_region(self, sel, size: int):
         """The one region holding every address of ``sel`` and the ``size`` bytes at each, or None."""
         lo_a, hi_a = int(sel.min()), int(sel.max())
