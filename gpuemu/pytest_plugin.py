@@ -263,28 +263,22 @@ def _item_target(item: GpuemuItem) -> str:
 def ray_task(target: str, fuzz_kwargs: dict, sys_path: list) -> tuple[dict, dict, str]:
     """One Ray task: import the launcher, fuzz it into a temporary store, return (outcome, the store's files, the
     temporary store's path)."""
-    import shutil
+    import os
+    import socket
     import sys
-    import tempfile
-    from pathlib import Path
 
     import gpuemu
+    from gpuemu.check.on_ray import in_temporary_store
     from gpuemu.target import load
 
     for p in reversed(sys_path):  # the driver's import path (rootdir, conftest folders) for the test module
         if p not in sys.path:
             sys.path.insert(0, p)
-    tmp = tempfile.mkdtemp(prefix="gpuemu-ray-store-")
-    try:
-        # named as in a local run (fuzz describes the launcher), so records and replay lines are the same
-        result = gpuemu.fuzz(load(target), **dict(fuzz_kwargs, store=tmp))
-        outcome = _outcome(result, tmp)
-        import os
-        import socket
 
+    def work(tmp: str) -> dict:
+        # named as in a local run (fuzz describes the launcher), so records and replay lines are the same
+        outcome = _outcome(gpuemu.fuzz(load(target), **dict(fuzz_kwargs, store=tmp)), tmp)
         outcome["properties"].append(("gpuemu_ray_worker", f"{socket.gethostname()}:{os.getpid()}"))
-        files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*")
-                 if p.is_file() and not p.name.startswith(".tmp-")}
-        return outcome, files, tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return outcome
+
+    return in_temporary_store(work)

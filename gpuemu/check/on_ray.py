@@ -154,12 +154,18 @@ def _relative(target: str, root: str) -> str:
 
 
 def _unit(entry, kw: dict) -> tuple[dict, dict[str, bytes], str]:
-    """One task: fuzz one launcher into a temporary store; return its result and that store's files."""
+    """One task of ``check --ray``: fuzz one launcher into a temporary store (see :func:`in_temporary_store`)."""
     from .run import fuzz_one
 
+    return in_temporary_store(lambda tmp: fuzz_one(entry, store=tmp, **kw))
+
+
+def in_temporary_store(work: Callable[[str], dict]) -> tuple[dict, dict[str, bytes], str]:
+    """In a Ray task: ``work(store)`` into a temporary store, then (its result, the store's files as bytes, the
+    store's path), the store removed; :func:`_land` writes the files into the driver's store."""
     tmp = tempfile.mkdtemp(prefix="gpuemu-ray-store-")
     try:
-        result = fuzz_one(entry, store=tmp, **kw)
+        result = work(tmp)
         files = {str(p.relative_to(tmp)): p.read_bytes() for p in Path(tmp).rglob("*")
                  if p.is_file() and not p.name.startswith(".tmp-")}
         return result, files, tmp
