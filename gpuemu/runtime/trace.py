@@ -330,10 +330,8 @@ class Recorder:
     def _record_then_run(self, f: Callable, args: tuple, kwargs: dict, expr_of: Callable[[], Any],
                          note: Callable[[Any, Any], None]) -> Any:
         """Run ``f``; record it as ``expr_of()`` (before the call: its arguments' slots) and note its outputs with
-        ``note(out, expr)`` (after). Calls ``f`` makes are not recorded (depth); an untraceable step ends the
-        recording, never the launch."""
-        if self.depth or not self.ok:
-            return f(*args, **kwargs)
+        ``note(out, expr)`` (after). Calls ``f`` makes are not recorded (depth; the wrappers call this only at depth 0
+        of a recording still going); an untraceable step ends the recording, never the launch."""
         try:
             expr = expr_of()
         except _Untraceable:
