@@ -38,7 +38,7 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "none")
 #     The stride of the dim just outside DIM then differs from the product of the inner extents.
 #   "perm:0213": storage in another dim order, viewed back (head-major [B,H,N,D] storage seen as [B,N,H,D]).
 VIEW_LAYOUTS = ("padded", "perm")
-SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial", "long_row")
+SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial", "long_row", "real_size")
 
 GUARD = 16  # poison elements after every input's view: small overruns read NaN, not neighbours
 OFFSET = 3  # elements before the view in the "offset" layout
@@ -539,9 +539,10 @@ def value_weights(spec: ops.OpSpec) -> dict[str, int]:
 
 
 def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", blocks: Blocks | None = None,
-             long_rows: bool = True) -> Case:
-    """Draw one case of ``op`` from ``seed`` under ``strategy``. ``long_rows=False`` draws no row past the size
-    caps (the fuzzer's answer to a launcher whose launch a GPU refuses at such sizes).
+             long_rows: bool = True, caps: Mapping[str, int] | None = None) -> Case:
+    """Draw one case of ``op`` from ``seed`` under ``strategy``. ``long_rows=False`` draws no row or size past the
+    size caps, neither long rows nor real sizes (the fuzzer's answer to a launcher whose launch a GPU refuses at
+    such sizes). ``caps`` are the launcher's declared largest dims (``max_dims``): real-size cases stay under them.
 
     >>> generate("softmax", 1, dtype="fp32").op
     'softmax'
@@ -605,6 +606,13 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
         if drawn is not None:
             dims, batch = drawn
             shape_kind = "long_row"
+    real_rng = Rng(derive_seed(seed, 4))
+    if strategy == "default" and shape_kind not in ("fixed", "long_row") and spec.real_sizes and long_rows \
+            and real_rng.below(_REAL_SIZE_ONE_IN) == 0:
+        drawn = _real_size_dims(real_rng, spec, dims, batch, kwargs, blocks, caps or {})
+        if drawn is not None:
+            dims, batch = drawn
+            shape_kind = "real_size"
 
     if strategy in ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided"):
         values = "normal"
@@ -747,6 +755,46 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
     if spec.check_dims(new, kwargs) is not None:
         return None
     return new, ((rng.between(1, 2),) if batch else ())
+
+
+_REAL_SIZE_ONE_IN = 16  # default strategy: one case in this many at real model sizes (ops with OpSpec.real_sizes)
+
+
+def _real_size(rng: Rng, role: str, lo: int, hi: int, seen: list[int]) -> int:
+    """One dim of a real-size case: a head dim a power of two; otherwise, half the time, a multiple of the
+    largest block seen on the dim or one off it (a tile edge at that size), else uniform in [lo, hi]."""
+    if role == "head":
+        return rng.choice(_pow2_in(lo, hi))
+    if seen and rng.below(2) == 0:
+        b = max(seen)
+        edges = [m * b + d for m in range(1, hi // b + 2) for d in (-1, 0, 1) if lo <= m * b + d <= hi]
+        if edges:
+            return rng.choice(edges)
+    return rng.between(lo, hi)
+
+
+def _real_size_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
+                    kwargs: dict, blocks: Blocks, caps: Mapping[str, int]) -> tuple[dict[str, int], tuple[int, ...]] | None:
+    """The dims of a case at the sizes real models launch (``spec.real_sizes``): one GEMM of 257-1100 per dim,
+    attention over 257-2048 tokens with head dim 64 or 128, batch dims at their smallest; a dim the launcher
+    declares a largest size for (``caps``) stays under it. None when they do not form a valid call."""
+    new = dict(dims)
+    for d, role in spec.dims.items():
+        if d in spec.real_sizes:
+            lo, hi = spec.real_sizes[d]
+            hi = min(hi, caps.get(d, hi))
+            new[d] = _real_size(rng, role, min(lo, hi), hi, blocks.for_dim(d))
+        elif role == "batch":
+            new[d] = dim_limits(spec, d)[0]
+    rows = spec.real_sizes.get("...")
+    new_batch = (rng.between(*rows),) if rows and spec.has_batch else tuple(1 for _ in batch)
+    if kwargs.get("causal") and new.get("Nq", 0) > new.get("Nk", 0):
+        new["Nq"], new["Nk"] = new["Nk"], new["Nq"]
+    for d in spec.even_dims:
+        new[d] += new[d] % 2
+    if spec.check_dims(new, kwargs) is not None:
+        return None
+    return new, new_batch
 
 
 def contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:

@@ -222,7 +222,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             case_seed = derive_seed(seed, case_index)
             case_index += 1
             case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks,
-                                      long_rows="long rows" not in result.skipped))
+                                      long_rows="long rows" not in result.skipped, caps=req.max_dims))
             if fw != "torch" and not case.is_contiguous():  # same seed and values, dense (no strides there)
                 case = _contiguous_twin(case)
                 flattened += 1

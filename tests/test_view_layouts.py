@@ -101,6 +101,34 @@ def test_long_rows_are_few_short_and_far_past_the_caps():
         assert any(c.values == "large_spread" for c in long)  # past a max-free exp's overflow
 
 
+def test_real_sizes_are_few_and_reach_a_1024_gemm_and_2048_tokens():
+    for op, want in (("matmul", {"M", "N", "K"}), ("bmm", {"M", "N", "K"}), ("linear", {"N", "K"}),
+                     ("attention", {"Nq", "Nk"})):
+        spec = cases.ops.get(op)
+        real = [c for c in _draws(op, 400) if c.shape_kind == "real_size"]
+        assert 8 <= len(real) <= 50, (op, len(real))
+        for c in real:
+            for d in want:
+                lo, hi = spec.real_sizes[d]
+                assert lo <= c.dims[d] <= hi
+            assert all(c.dims[d] == 1 for d, role in spec.dims.items() if role == "batch")
+            assert c.spec.check_dims(c.dims, c.kwargs) is None
+        assert max(max(c.dims[d] for d in want) for c in real) >= 1024
+        if op == "attention":
+            assert {c.dims["D"] for c in real} == {64, 128}
+            assert max(c.dims["Nk"] for c in real) > 1500
+        if op == "linear":
+            assert all(len(c.batch) == 1 and 257 <= c.batch[0] <= 1100 for c in real)
+    # with a block seen on a dim, half the real-size draws sit on a multiple of it or one off
+    blocks = cases.Blocks(by_dim={"M": {64}, "N": {64}, "K": {32}})
+    real = [c for c in (cases.generate("matmul", s, dtype="fp32", blocks=blocks) for s in range(400))
+            if c.shape_kind == "real_size"]
+    edges = [c for c in real if c.dims["M"] % 64 in (0, 1, 63)]
+    assert len(edges) >= len(real) // 4
+    assert not any(c.shape_kind == "real_size" for c in _draws("matmul", 200, long_rows=False))
+    assert not any(c.shape_kind == "real_size" for c in _draws("softmax", 200))  # rows have their long-row cases
+
+
 def test_shrinking_keeps_only_the_view_the_failure_needs_and_the_hint_names_the_dim():
     from gpuemu import config
     from gpuemu.fuzzer import PRECONDITION, _layout_precondition, _Runner, shrink

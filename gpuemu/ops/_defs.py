@@ -340,11 +340,13 @@ def _mp_dot(arow, bcol):
 
 
 _MM_LIMITS = {"M": (1, 160), "N": (1, 160), "K": (1, 200)}
+_MM_REAL = {"M": (257, 1100), "N": (257, 1100), "K": (257, 1100)}  # a 1024-wide GEMM and its tile edges
 _add(OpSpec(
     name="matmul", signature="f(a[M,K], b[K,N]) -> [M,N]", meaning="a @ b",
     args=(A("a", ("M", "K")), A("b", ("K", "N"))), dims={"M": "tiled", "N": "tiled", "K": "contracted"},
     reference=lambda a, b: a @ b, error_scale=lambda i, k, r: i["a"].abs() @ i["b"].abs(),
     scale_doc="|a| @ |b| (forward error bound gamma_K |A||B|)", magnitude="dot", dim_limits=_MM_LIMITS,
+    real_sizes=_MM_REAL,
     mp_element=lambda i, k, idx: _mp_dot(i["a"][idx[0], :].tolist(), i["b"][:, idx[1]].tolist()),
 ))
 _add(OpSpec(
@@ -353,6 +355,7 @@ _add(OpSpec(
     dims={"B": "batch", "M": "tiled", "N": "tiled", "K": "contracted"},
     reference=lambda a, b: a @ b, error_scale=lambda i, k, r: i["a"].abs() @ i["b"].abs(),
     scale_doc="|a| @ |b|", magnitude="dot", dim_limits={"B": (1, 4), "M": (1, 96), "N": (1, 96), "K": (1, 160)},
+    real_sizes={"M": (257, 1100), "N": (257, 1100), "K": (257, 1100)},
     mp_element=lambda i, k, idx: _mp_dot(i["a"][idx[0], idx[1], :].tolist(), i["b"][idx[0], :, idx[2]].tolist()),
 ))
 
@@ -379,6 +382,7 @@ _add(OpSpec(
     args=(A("x", ("...", "K")), A("w", ("N", "K")), A("bias", ("N",), optional=True, values="normal")),
     dims={"N": "tiled", "K": "contracted"}, has_batch=True, reference=_linear_ref, error_scale=_linear_scale,
     scale_doc="|x| @ |w|.T + |bias|", magnitude="dot", dim_limits={"N": (1, 160), "K": (1, 200)},
+    real_sizes={"...": (257, 1100), "N": (257, 1100), "K": (257, 1100)},
     mp_element=_mp_linear,
 ))
 
@@ -476,6 +480,7 @@ _add(OpSpec(
     rounded_doc="P @ |V| + (P*|S|) @ |V| + (P @ |V|) * rowsum(P*|S|) (P cast to the input dtype before P @ V; "
                 "eager attention's scores S = q k^T / sqrt(D) stored in the input dtype)",
     dim_limits={"B": (1, 2), "H": (1, 2), "Nq": (1, 160), "Nk": (1, 200), "D": (1, 128)},
+    real_sizes={"Nq": (257, 2048), "Nk": (257, 2048), "D": (64, 128)},
     block_aliases={"M": "Nq", "N": "Nk", "DMODEL": "D", "HEAD": "D"}, online_softmax_dim="Nk",
 ))
 

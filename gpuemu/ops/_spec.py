@@ -56,6 +56,9 @@ class OpSpec:
     ``mp_element(inputs, kwargs, index)`` recomputes one output element with mpmath.
     ``long_rows`` raises, per reduced dim, the size of the few cases with rows of several blocks (default 16384;
     class counts of a vocabulary reach 64k).
+    ``real_sizes`` gives, per dim, the range of the few cases at the sizes real models launch (matmul dims past
+    1024 with tile edges, attention's sequence lengths up to 2048 with head dims 64/128; ``"..."`` the leading
+    rows of a batched input); the op's other dims keep their limits, batch dims their smallest size.
     ``exact_reference``: the fp64 reference is exact (a copy, a selection): fp64 cannot be the one that is wrong,
     so the oracle's mpmath guards do not run (``mp_element`` still documents the element and is tested).
     ``block_aliases`` maps the suffix of a conventional block constexpr whose letter is not a dim of the op to the
@@ -86,6 +89,7 @@ class OpSpec:
     eager_doc: str = ""
     wider_output: bool = False
     long_rows: Mapping[str, int] = field(default_factory=dict)  # dim -> size cap of the few long-row cases
+    real_sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # dim -> range of the real-size cases
     exact_reference: bool = False
     block_aliases: Mapping[str, str] = field(default_factory=dict)  # constexpr suffix -> dim (BLOCK_M -> Nq)
     online_softmax_dim: str | None = None  # the dim an online softmax streams over in blocks (attention's Nk)

@@ -92,7 +92,8 @@ def _worker(cwd: str, target: str, op: str, seed: int, dtypes: list[str], strate
     for case_index in range(index, iterations, workers):
         try:
             dtype = dtypes[case_index % len(dtypes)]
-            case = req.apply(generate(op, derive_seed(seed, case_index), dtype=dtype, strategy=strategy, blocks=blocks))
+            case = req.apply(generate(op, derive_seed(seed, case_index), dtype=dtype, strategy=strategy,
+                                      blocks=blocks, caps=req.max_dims))
             inputs, kwargs = materialize(case, "cuda")
             got = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs, device="cuda", poison=False)
             _learn(blocks, spec, got.launches)
