@@ -180,3 +180,43 @@ def test_a_huge_kernel_is_judged_from_its_ttgir_with_a_lower_bound():
     r = check_compiled(SimpleNamespace(kernel="k", asm={}, metadata={"shared": 1048576, "num_warps": 4,
                                                                        "shared_is_lower_bound": True}), "sm_90")
     assert r[0].message() == "k needs at least 1,048,576 B shared memory on sm_90, limit 232,448"
+
+
+def test_limits_from_the_allocation_passes_equal_make_llirs_on_corpus_launches(tmp_path, monkeypatch):
+    """aot._allocate (the passes of make_llir up to shared memory allocation) gives the figures of the full
+    make_llir stage on the corpus's launches (dots, online softmax, Welford, scans, reductions, both targets)."""
+    from pathlib import Path
+
+    import gpuemu
+    from gpuemu.target import load
+
+    corpus = Path(__file__).resolve().parents[1] / "examples" / "kernels"
+    calls, real = [], aot.compile_launch
+
+    def spy(kernel, args, kwargs, target, **kw):
+        out = real(kernel, args, kwargs, target, **kw)
+        if kw.get("limits_only"):
+            calls.append((kernel, args, dict(kwargs), target, kw.get("target_name"), out))
+        return out
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "allocated"))
+    monkeypatch.setattr(aot, "compile_launch", spy)
+    monkeypatch.setattr(aot, "ALLOCATION_ONLY", True)
+    aot._compiled.clear()
+    before = aot.cache_stats()["allocated"]
+    for target, op in (("flash_attention.py:flash_attention", "attention"), ("matmul.py:matmul", "matmul"),
+                       ("layernorm.py:layernorm_welford", "layernorm"), ("cumsum.py:cumsum", "cumsum"),
+                       ("argmax.py:argmax", "argmax")):
+        gpuemu.fuzz(load(f"{corpus / target}"), op=op, iterations=3, dtypes=["fp16"], seed=1, save=False,
+                    check_determinism=False)
+    assert aot.cache_stats()["allocated"] - before >= 20 and len(calls) >= 20
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "lowered"))
+    monkeypatch.setattr(aot, "ALLOCATION_ONLY", False)
+    aot._compiled.clear()
+    for kernel, args, kwargs, target, name, got in calls:
+        want = real(kernel, args, kwargs, target, target_name=name, limits_only=True)
+        assert got.error is None and want.error is None, (got.error, want.error)
+        assert {k: got.metadata.get(k) for k in ("shared", "num_warps", "tmem_size")} == \
+            {k: want.metadata.get(k) for k in ("shared", "num_warps", "tmem_size")}, (name, got.kernel)
+    assert any(c[5].metadata["shared"] > 0 for c in calls)
+    aot._compiled.clear()

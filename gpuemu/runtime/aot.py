@@ -199,6 +199,8 @@ def _limits(src: Any, gpu_target: Any, options: dict, early: Any = None) -> dict
                              context)
         metadata = {"hash": hash_, "target": gpu_target, **opts.__dict__, **env_vars}
         for ext in ("ttir", "ttgir", "llir"):
+            if ext == "llir" and ALLOCATION_ONLY and _allocate(module, metadata, opts, gpu_target):
+                break
             module = stages[ext](module, metadata)
             if ext == "ttgir" and early is not None:
                 judged = early(str(module))
@@ -219,11 +221,53 @@ def _limits(src: Any, gpu_target: Any, options: dict, early: Any = None) -> dict
         return {k: meta[k] for k in _LIMIT_KEYS if k in meta}
 
 
+ALLOCATION_ONLY = True  # _limits stops after Triton's shared memory allocation (False: lowers to LLVM IR)
+
+
+def _allocate(module: Any, metadata: dict, opts: Any, gpu_target: Any) -> bool:
+    """The launch-check figures of a TTGIR module from the passes of Triton's ``make_llir`` up to its shared
+    and tensor memory allocation (Triton 3.8's NVIDIA pipeline, in its order), without the lowering to LLVM
+    and LLVM's optimisation that follow (three quarters of a limits compile, measured on the corpus's flash
+    attention): ``metadata`` gets ``shared``, ``tmem_size`` and a warp-specialised ``num_warps`` as make_llir
+    reads them after its passes. False (nothing run, ``module`` untouched) where this Triton's pipeline is not
+    that one (a pass missing or with another signature) or the module is warp-specialised (whose lowering
+    adds barriers); the caller then runs make_llir. tests/test_launch_resources.py checks the figures equal
+    make_llir's on every corpus launch."""
+    if gpu_target.backend != "cuda" or "warp_specialize" in str(module):
+        return False
+    try:
+        from triton._C.libtriton import ir, nvidia, passes
+        from triton.backends.nvidia.compiler import get_ptx_version_from_options
+
+        capability = int(gpu_target.arch)
+        ptx_version = get_ptx_version_from_options(opts, capability)
+        adds = [passes.ttgpuir.add_combine_tensor_select_and_if, passes.ttgpuir.add_allocate_warp_groups,
+                passes.convert.add_scf_to_cf, passes.gluon.add_inliner,
+                nvidia.passes.ttgpuir.add_allocate_shared_memory_nv, nvidia.passes.ttnvgpuir.add_allocate_tensor_memory]
+        pm = ir.pass_manager(module.context)
+        adds[0](pm)
+        adds[1](pm, False)
+        adds[2](pm)
+        adds[3](pm)
+        adds[4](pm, capability, ptx_version)
+        adds[5](pm)
+    except (ImportError, AttributeError, TypeError):  # another Triton's pipeline
+        return False
+    pm.run(module, "gpuemu_limits")
+    warps = module.get_int_attr("ttg.total-num-warps")
+    if warps is not None:
+        metadata["num_warps"] = warps
+    metadata["shared"] = module.get_int_attr("ttg.shared")
+    metadata["tmem_size"] = module.get_int_attr("ttg.tensor_memory_size")
+    _stats["allocated"] += 1
+    return True
+
+
 _CACHE_SIZE = 256  # compiled launches kept (asm included: a few hundred KB each at most)
 _compiled: "collections.OrderedDict[tuple, CompiledLaunch]" = collections.OrderedDict()
 _binders: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
-_stats = {"compiles": 0, "hits": 0, "partial": 0, "early": 0}
+_stats = {"compiles": 0, "hits": 0, "partial": 0, "early": 0, "allocated": 0}
 
 
 def cache_stats() -> dict[str, int]:
