@@ -39,15 +39,16 @@ ablation: $(STAMP)
 soak: $(STAMP)
 	$(PY) bench/soak.py --iterations 1000 --seed 20261201 --out bench/soak
 
-# The runtime's tests on triton 3.6 in a second venv (3.6 + numpy >= 2.4 breaks runtime loop bounds: pin it)
+# The runtime's tests on triton 3.6 in a second venv (with numpy 2.4, whose int() of a one-element array 3.6's
+# interpreter relied on for loop bounds: the runtime converts them itself)
 .PHONY: test-triton36 bench-runtime
 VENV36 ?= /tmp/venv36
 test-triton36:
 	test -x $(VENV36)/bin/python || $(PYTHON) -m venv $(VENV36)
-	$(VENV36)/bin/pip install -q torch==2.13.0 triton==3.6.0 'numpy<2.4' mpmath pyyaml safetensors rich wrapt \
-		opentelemetry-api pytest hypothesis
+	$(VENV36)/bin/pip install -q torch==2.13.0 triton==3.6.0 'numpy==2.4.6' mpmath pyyaml safetensors rich wrapt \
+		opentelemetry-api pytest hypothesis jsonschema
 	PYTHONPATH=$(CURDIR) $(VENV36)/bin/python -m pytest -q tests/test_runtime.py tests/test_runtime_gaps.py \
-		tests/test_runtime_aot.py
+		tests/test_runtime_aot.py tests/test_launch_resources.py
 
 # The runtime's cost per program against plain TRITON_INTERPRET on the example corpus (bench/runtime_cost.md)
 bench-runtime: $(STAMP)

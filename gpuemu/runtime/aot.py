@@ -226,7 +226,7 @@ ALLOCATION_ONLY = True  # _limits stops after Triton's shared memory allocation 
 
 def _allocate(module: Any, metadata: dict, opts: Any, gpu_target: Any) -> bool:
     """The launch-check figures of a TTGIR module from the passes of Triton's ``make_llir`` up to its shared
-    and tensor memory allocation (Triton 3.8's NVIDIA pipeline, in its order), without the lowering to LLVM
+    and tensor memory allocation (the NVIDIA pipeline of Triton 3.6 and 3.8, in its order), without the lowering to LLVM
     and LLVM's optimisation that follow (three quarters of a limits compile, measured on the corpus's flash
     attention): ``metadata`` gets ``shared``, ``tmem_size`` and a warp-specialised ``num_warps`` as make_llir
     reads them after its passes. False (nothing run, ``module`` untouched) where this Triton's pipeline is not
@@ -246,7 +246,10 @@ def _allocate(module: Any, metadata: dict, opts: Any, gpu_target: Any) -> bool:
                 nvidia.passes.ttgpuir.add_allocate_shared_memory_nv, nvidia.passes.ttnvgpuir.add_allocate_tensor_memory]
         pm = ir.pass_manager(module.context)
         adds[0](pm)
-        adds[1](pm, False)
+        try:
+            adds[1](pm, False)  # Triton 3.8: (pm, consan)
+        except TypeError:
+            adds[1](pm)  # Triton 3.6
         adds[2](pm)
         adds[3](pm)
         adds[4](pm, capability, ptx_version)

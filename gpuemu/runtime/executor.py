@@ -763,10 +763,19 @@ def _patch_core(scope: _Scope, state: LaunchState) -> None:
         return _impl(self)
 
     scope.set(tl.tensor, "__bool__", _bool)
+    # a loop bound or index read from a scalar: Triton 3.8's conversion, whatever this Triton's interpreter does
+    # (3.6 takes int() of the one-element array, which numpy >= 2.4 refuses: every loop over a tensor bound
+    # raised TypeError there)
+    scope.set(tl.tensor, "__index__", _index)
     # nested @triton.jit helpers (and tl.* functions written in Triton) run through the runtime's rewrite
     call = _helper_call(state)
     scope.set(_compat.jit_function_class(), "__call__", call)
     scope.set(_compat.interpreted_function_class(), "__call__", call)
+
+
+def _index(self) -> int:
+    """``tl.tensor.__index__`` on the runtime: the integer in a scalar's (one-element) data."""
+    return int(self.handle.data.squeeze())
 
 
 def _helper_call(state: LaunchState):
