@@ -198,7 +198,7 @@ def calibrate(op: str, *, controls: Iterable[tuple[str, Callable]] | None = None
             for i in range(samples):
                 # within the generator's regular caps: past them the oracle scales rtol with the length
                 # (device_arith.accumulation_factor), so a fit must not absorb long rows' growth
-                case = req.apply(generate(op, derive_seed(seed, i), dtype=dt, long_rows=False))
+                case = req.apply(generate(op, derive_seed(seed, i), dtype=dt, long_rows=False, caps=req.max_dims))
                 inputs, kwargs = materialize(case)  # the reference is the CPU's fp64, from these bytes
                 there = {k: to_device(v, device) for k, v in inputs.items()}  # the same geometry on the device
                 run = run_launcher(fn, [there[a.name] for a in spec.args], kwargs, device=device)

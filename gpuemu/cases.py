@@ -542,7 +542,8 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
              long_rows: bool = True, caps: Mapping[str, int] | None = None) -> Case:
     """Draw one case of ``op`` from ``seed`` under ``strategy``. ``long_rows=False`` draws no row or size past the
     size caps, neither long rows nor real sizes (the fuzzer's answer to a launcher whose launch a GPU refuses at
-    such sizes). ``caps`` are the launcher's declared largest dims (``max_dims``): real-size cases stay under them.
+    such sizes). ``caps`` are the launcher's declared largest dims (``max_dims``): every size is drawn under them
+    (no long row on a capped dim shorter than a long row), so that the op's constraints hold for the sizes drawn.
 
     >>> generate("softmax", 1, dtype="fp32").op
     'softmax'
@@ -560,10 +561,12 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
             weights.pop("tile_edge")
         shape_kind = rng.weighted(weights)
 
+    caps = caps or {}
     for _attempt in range(20):
         dims: dict[str, int] = {}
         for d in spec.dims:
             lo, hi = dim_limits(spec, d)
+            hi = max(lo, min(hi, caps.get(d, hi)))
             if shape_kind == "fixed":
                 dims[d] = {"batch": 2, "head": 64, "index": 256}.get(spec.dims[d], min(256, _pow2_in(lo, hi)[-1]))
             else:
@@ -602,14 +605,14 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
     long_row = strategy == "default" and shape_kind != "fixed" and long_rng.below(_LONG_ROW_ONE_IN) == 0 \
         and long_rows
     if long_row:
-        drawn = _long_row_dims(long_rng, spec, dims, batch, kwargs, blocks)
+        drawn = _long_row_dims(long_rng, spec, dims, batch, kwargs, blocks, caps)
         if drawn is not None:
             dims, batch = drawn
             shape_kind = "long_row"
     real_rng = Rng(derive_seed(seed, 4))
     if strategy == "default" and shape_kind not in ("fixed", "long_row") and spec.real_sizes and long_rows \
             and real_rng.below(_REAL_SIZE_ONE_IN) == 0:
-        drawn = _real_size_dims(real_rng, spec, dims, batch, kwargs, blocks, caps or {})
+        drawn = _real_size_dims(real_rng, spec, dims, batch, kwargs, blocks, caps)
         if drawn is not None:
             dims, batch = drawn
             shape_kind = "real_size"
@@ -726,7 +729,8 @@ _LONG_ROW_BLOCKS = 256  # at most this many of the largest block seen on the dim
 
 
 def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
-                   kwargs: Mapping[str, Any], blocks: Blocks) -> tuple[dict[str, int], tuple[int, ...]] | None:
+                   kwargs: Mapping[str, Any], blocks: Blocks,
+                   caps: Mapping[str, int] | None = None) -> tuple[dict[str, int], tuple[int, ...]] | None:
     """A row far past any kernel's largest block (up to 16k, 64k where the op says so) in one or two rows,
     the other dims small, so the interpreter's cost stays bounded; a kernel seen looping over small fixed blocks
     gets rows of at most 256 of them. None for ops without a reduced dim."""
@@ -735,7 +739,9 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
         return None
     dim = rng.choice(long)
     lo = 2 * dim_limits(spec, dim)[1] + 1
-    hi = spec.long_rows.get(dim, _LONG_ROW_MAX)
+    hi = min(spec.long_rows.get(dim, _LONG_ROW_MAX), (caps or {}).get(dim, _LONG_ROW_MAX * 64))
+    if hi < lo:  # the launcher declares rows this long unsupported
+        return None
     seen = blocks.for_dim(dim)
     if seen:
         hi = min(hi, _LONG_ROW_BLOCKS * max(seen))

@@ -113,6 +113,9 @@ def _record(result: FuzzResult, failure: Failure, device: str, tol, extra: Mappi
     }
 
 
+_MAX_UNFIT = 200  # draws in a row that the declared preconditions made invalid before the run gives up
+
+
 def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | None = None,
          dtypes: Iterable[str] | str | None = None, strategy: str | None = None, store: str | os.PathLike | None = None,
          rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
@@ -214,6 +217,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     t_start = time.perf_counter()
     i = 0
     case_index = 0
+    unfit = 0
     flattened = 0
     threads_before = _set_torch_threads(threads)
     try:
@@ -223,6 +227,14 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             case_index += 1
             case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks,
                                       long_rows="long rows" not in result.skipped, caps=req.max_dims))
+            # a dim rounded up to a declared divisor can break a constraint of the op: such a draw is skipped
+            if spec.check_dims(case.dims, case.kwargs) is not None:
+                unfit += 1
+                if unfit > _MAX_UNFIT:
+                    raise InvalidArgument(f"{target or op}: the declared preconditions {req.to_dict()} leave no valid "
+                                          f"{op} shape ({spec.check_dims(case.dims, case.kwargs)}); relax them")
+                continue
+            unfit = 0
             if fw != "torch" and not case.is_contiguous():  # same seed and values, dense (no strides there)
                 case = _contiguous_twin(case)
                 flattened += 1

@@ -185,3 +185,19 @@ def test_eager_roundings_fail_without_their_allowance():
             assert strict.compare(spec, "fp16", inputs, kw, out).status == PASS
             failed += strict.compare(bare, "fp16", inputs, kw, out).status == FAIL
         assert failed >= 3, (op, failed)
+
+
+def test_sizes_are_drawn_under_declared_caps_so_the_ops_constraints_hold():
+    """attention.py declares Nk <= 128: a causal case drawn with Nq = 150, Nk = 180 and clamped afterwards had
+    Nq > Nk (the soak's 1000 cases hit it). Sizes are drawn under the caps, long rows and real sizes included."""
+    from gpuemu.cases import generate
+    from gpuemu.preconditions import Requires
+
+    req = Requires(max_dims={"Nk": 128, "D": 128})
+    drawn = [req.apply(generate("attention", s, dtype="fp16", caps=req.max_dims)) for s in range(3000)]
+    assert all(c.spec.check_dims(c.dims, c.kwargs) is None for c in drawn)
+    assert all(c.dims["Nk"] <= 128 and c.dims["D"] <= 128 for c in drawn)
+    assert any(c.kwargs["causal"] and c.dims["Nq"] > 100 for c in drawn)
+    assert any(c.shape_kind == "real_size" for c in drawn)
+    unclamped = [req.apply(generate("attention", s, dtype="fp16")) for s in range(3000)]
+    assert any(c.spec.check_dims(c.dims, c.kwargs) is not None for c in unclamped)  # what the caps prevent
