@@ -23,7 +23,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py
-	$(PY) bench/runtime_cost.py --out bench/runtime_cost.md
+	$(PY) bench/runtime_cost.py --seeds 2 --repeat 3 --out bench/runtime_cost.md
 
 clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out
