@@ -119,7 +119,8 @@ def test_attention_allows_p_rounded_to_the_input_dtype(dtype, i):
     import dataclasses
 
     spec = ops.get("attention")
-    inputs, kwargs = materialize(generate("attention", derive_seed(5, i), dtype=dtype))
+    # cases of the calibrated sizes (no long rows, no real sizes), picked where the allowance decides the verdict
+    inputs, kwargs = materialize(generate("attention", derive_seed(5, i), dtype=dtype, long_rows=False))
     out = _flash_like_attention(inputs["q"], inputs["k"], inputs["v"], **kwargs)
     assert ORACLE.compare(spec, dtype, inputs, kwargs, out).status == PASS
     # without the allowance for the rounded P these cases fail: the rounding is not in the fitted rtol
