@@ -575,11 +575,7 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
         kwargs = dict(spec.kwargs)
         if "causal" in kwargs and shape_kind != "fixed":
             kwargs["causal"] = rng.below(2) == 1
-            if kwargs["causal"] and dims["Nq"] > dims["Nk"]:
-                dims["Nq"], dims["Nk"] = dims["Nk"], dims["Nq"]
-        for d in spec.even_dims:
-            dims[d] += dims[d] % 2
-        if spec.check_dims(dims, kwargs) is None:
+        if _fit(spec, dims, kwargs):
             break
     else:  # pragma: no cover - the constraints above always admit some draw
         raise AssertionError(f"could not draw a valid shape for {op}")
@@ -730,7 +726,7 @@ _LONG_ROW_BLOCKS = 256  # at most this many of the largest block seen on the dim
 
 def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
                    kwargs: Mapping[str, Any], blocks: Blocks,
-                   caps: Mapping[str, int] | None = None) -> tuple[dict[str, int], tuple[int, ...]] | None:
+                   caps: Mapping[str, int]) -> tuple[dict[str, int], tuple[int, ...]] | None:
     """A row far past any kernel's largest block (up to 16k, 64k where the op says so) in one or two rows,
     the other dims small, so the interpreter's cost stays bounded; a kernel seen looping over small fixed blocks
     gets rows of at most 256 of them. None for ops without a reduced dim."""
@@ -739,7 +735,8 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
         return None
     dim = rng.choice(long)
     lo = 2 * dim_limits(spec, dim)[1] + 1
-    hi = min(spec.long_rows.get(dim, _LONG_ROW_MAX), (caps or {}).get(dim, _LONG_ROW_MAX * 64))
+    hi = spec.long_rows.get(dim, _LONG_ROW_MAX)
+    hi = min(hi, caps.get(dim, hi))
     if hi < lo:  # the launcher declares rows this long unsupported
         return None
     seen = blocks.for_dim(dim)
@@ -756,9 +753,7 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
             new[d] = rng.between(dlo, min(dhi, 2))
         elif role in ("tiled", "head", "reduced", "contracted"):
             new[d] = min(new[d], max(dlo, min(dhi, 16)))
-    for d in spec.even_dims:
-        new[d] += new[d] % 2
-    if spec.check_dims(new, kwargs) is not None:
+    if not _fit(spec, new, kwargs):
         return None
     return new, ((rng.between(1, 2),) if batch else ())
 
@@ -794,13 +789,19 @@ def _real_size_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: 
             new[d] = dim_limits(spec, d)[0]
     rows = spec.real_sizes.get("...")
     new_batch = (rng.between(*rows),) if rows and spec.has_batch else tuple(1 for _ in batch)
-    if kwargs.get("causal") and new.get("Nq", 0) > new.get("Nk", 0):
-        new["Nq"], new["Nk"] = new["Nk"], new["Nq"]
-    for d in spec.even_dims:
-        new[d] += new[d] % 2
-    if spec.check_dims(new, kwargs) is not None:
+    if not _fit(spec, new, kwargs):
         return None
     return new, new_batch
+
+
+def _fit(spec: ops.OpSpec, dims: dict[str, int], kwargs: Mapping[str, Any]) -> bool:
+    """Make drawn ``dims`` (in place) what the op's call needs where a draw cannot choose freely: a causal
+    attention's queries no more than its keys (Nq and Nk swapped), even dims even. Whether they form a valid call."""
+    if kwargs.get("causal") and dims["Nq"] > dims["Nk"]:
+        dims["Nq"], dims["Nk"] = dims["Nk"], dims["Nq"]
+    for d in spec.even_dims:
+        dims[d] += dims[d] % 2
+    return spec.check_dims(dims, kwargs) is None
 
 
 def contiguous_twin(case: Case, names: Iterable[str] | None = None) -> Case:

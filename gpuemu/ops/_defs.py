@@ -355,7 +355,7 @@ _add(OpSpec(
     dims={"B": "batch", "M": "tiled", "N": "tiled", "K": "contracted"},
     reference=lambda a, b: a @ b, error_scale=lambda i, k, r: i["a"].abs() @ i["b"].abs(),
     scale_doc="|a| @ |b|", magnitude="dot", dim_limits={"B": (1, 4), "M": (1, 96), "N": (1, 96), "K": (1, 160)},
-    real_sizes={"M": (257, 1100), "N": (257, 1100), "K": (257, 1100)},
+    real_sizes=_MM_REAL,
     mp_element=lambda i, k, idx: _mp_dot(i["a"][idx[0], idx[1], :].tolist(), i["b"][idx[0], :, idx[2]].tolist()),
 ))
 
@@ -382,7 +382,7 @@ _add(OpSpec(
     args=(A("x", ("...", "K")), A("w", ("N", "K")), A("bias", ("N",), optional=True, values="normal")),
     dims={"N": "tiled", "K": "contracted"}, has_batch=True, reference=_linear_ref, error_scale=_linear_scale,
     scale_doc="|x| @ |w|.T + |bias|", magnitude="dot", dim_limits={"N": (1, 160), "K": (1, 200)},
-    real_sizes={"...": (257, 1100), "N": (257, 1100), "K": (257, 1100)},
+    real_sizes={"...": _MM_REAL["M"], "N": _MM_REAL["N"], "K": _MM_REAL["K"]},  # x's rows are the GEMM's M
     mp_element=_mp_linear,
 ))
 

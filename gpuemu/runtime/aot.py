@@ -198,17 +198,16 @@ def _limits(src: Any, gpu_target: Any, options: dict, early: Any = None) -> dict
         module = src.make_ir(gpu_target, opts, backend.get_codegen_implementation(opts), backend.get_module_map(),
                              context)
         metadata = {"hash": hash_, "target": gpu_target, **opts.__dict__, **env_vars}
-        for ext in ("ttir", "ttgir", "llir"):
-            if ext == "llir" and ALLOCATION_ONLY and _allocate(module, metadata, opts, gpu_target):
-                break
-            module = stages[ext](module, metadata)
-            if ext == "ttgir" and early is not None:
-                judged = early(str(module))
-                if judged:
-                    out = {**{k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}, **judged}
-                    manager.put(json.dumps(out), ours, binary=False)
-                    _stats["early"] += 1
-                    return out
+        module = stages["ttgir"](stages["ttir"](module, metadata), metadata)
+        ttgir = str(module)
+        judged = early(ttgir) if early is not None else None
+        if judged:
+            out = {**{k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}, **judged}
+            manager.put(json.dumps(out), ours, binary=False)
+            _stats["early"] += 1
+            return out
+        if not (ALLOCATION_ONLY and _allocate(module, ttgir, metadata, opts, gpu_target)):
+            stages["llir"](module, metadata)
         if "shared" not in metadata:
             raise LookupError("no shared memory figure after llir")
         out = {k: _plain(metadata[k]) for k in _LIMIT_KEYS if k in metadata}
@@ -224,36 +223,33 @@ def _limits(src: Any, gpu_target: Any, options: dict, early: Any = None) -> dict
 ALLOCATION_ONLY = True  # _limits stops after Triton's shared memory allocation (False: lowers to LLVM IR)
 
 
-def _allocate(module: Any, metadata: dict, opts: Any, gpu_target: Any) -> bool:
-    """The launch-check figures of a TTGIR module from the passes of Triton's ``make_llir`` up to its shared
-    and tensor memory allocation (the NVIDIA pipeline of Triton 3.6 and 3.8, in its order), without the lowering to LLVM
-    and LLVM's optimisation that follow (three quarters of a limits compile, measured on the corpus's flash
-    attention): ``metadata`` gets ``shared``, ``tmem_size`` and a warp-specialised ``num_warps`` as make_llir
-    reads them after its passes. False (nothing run, ``module`` untouched) where this Triton's pipeline is not
-    that one (a pass missing or with another signature) or the module is warp-specialised (whose lowering
-    adds barriers); the caller then runs make_llir. tests/test_launch_resources.py checks the figures equal
-    make_llir's on every corpus launch."""
-    if gpu_target.backend != "cuda" or "warp_specialize" in str(module):
+def _allocate(module: Any, ttgir: str, metadata: dict, opts: Any, gpu_target: Any) -> bool:
+    """The launch-check figures of a TTGIR module (``ttgir``: its text) from the passes of Triton's ``make_llir``
+    up to its shared and tensor memory allocation (the NVIDIA pipeline of Triton 3.6 and 3.8, in its order),
+    without the lowering to LLVM and LLVM's optimisation that follow (three quarters of a limits compile, measured
+    on the corpus's flash attention): ``metadata`` gets ``shared``, ``tmem_size`` and a warp-specialised
+    ``num_warps`` as make_llir reads them after its passes. False (nothing run, ``module`` untouched) where this
+    Triton's pipeline is not that one (a pass missing or with another signature) or the module is
+    warp-specialised (whose lowering adds barriers); the caller then runs make_llir.
+    tests/test_launch_resources.py checks the figures equal make_llir's on every corpus launch."""
+    if gpu_target.backend != "cuda" or "warp_specialize" in ttgir:
         return False
     try:
         from triton._C.libtriton import ir, nvidia, passes
         from triton.backends.nvidia.compiler import get_ptx_version_from_options
 
         capability = int(gpu_target.arch)
-        ptx_version = get_ptx_version_from_options(opts, capability)
-        adds = [passes.ttgpuir.add_combine_tensor_select_and_if, passes.ttgpuir.add_allocate_warp_groups,
-                passes.convert.add_scf_to_cf, passes.gluon.add_inliner,
-                nvidia.passes.ttgpuir.add_allocate_shared_memory_nv, nvidia.passes.ttnvgpuir.add_allocate_tensor_memory]
         pm = ir.pass_manager(module.context)
-        adds[0](pm)
+        passes.ttgpuir.add_combine_tensor_select_and_if(pm)
         try:
-            adds[1](pm, False)  # Triton 3.8: (pm, consan)
+            passes.ttgpuir.add_allocate_warp_groups(pm, False)  # Triton 3.8: (pm, consan)
         except TypeError:
-            adds[1](pm)  # Triton 3.6
-        adds[2](pm)
-        adds[3](pm)
-        adds[4](pm, capability, ptx_version)
-        adds[5](pm)
+            passes.ttgpuir.add_allocate_warp_groups(pm)  # Triton 3.6
+        passes.convert.add_scf_to_cf(pm)
+        passes.gluon.add_inliner(pm)
+        nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, capability,
+                                                            get_ptx_version_from_options(opts, capability))
+        nvidia.passes.ttnvgpuir.add_allocate_tensor_memory(pm)
     except (ImportError, AttributeError, TypeError):  # another Triton's pipeline
         return False
     pm.run(module, "gpuemu_limits")
