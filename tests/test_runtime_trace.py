@@ -230,7 +230,7 @@ def test_a_lean_replay_leaves_the_language_and_the_builder_as_they_were(fresh):
     finally:
         executor._lean = real
     after = (dict(vars(tl)), dict(vars(tl.core)), dict(vars(tl.core.tensor)), dict(vars(builder)))
-    assert leans == [True]
+    assert len(leans) == 1 and leans[0] is not None  # (mode, trace key): the launch was lean
     for b, a in zip(before, after):
         assert b.keys() == a.keys()
         changed = [k for k in b if b[k] is not a[k]]

@@ -353,7 +353,7 @@ class Batch:
         return scan
 
 
-_installed: dict[str, tuple] = {}  # "batch" -> (what it was built over, the Batch, its patches as columns)
+_installed: dict[str, tuple] = {}  # "batch" -> (what it was built over, the Batch, its Patches)
 
 
 def run(body: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder: Any, scope: Any, it: Any,
@@ -369,7 +369,7 @@ def run(body: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder
     if hit is not None and hit[0] is reuse and hit[1].state is state:
         batch = hit[1]
         batch.typing = 0
-        scope.set_many(*hit[2])
+        scope.apply(hit[2])
     else:
         batch = Batch(state)
         if reuse is not None:
@@ -377,8 +377,9 @@ def run(body: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder
         batch.install(scope, builder, it)
         if reuse is not None:
             entries, scope.recording = scope.recording, None
-            _installed["batch"] = (reuse, batch, ([e[0] for e in entries], [e[1] for e in entries],
-                                                  [e[2] for e in entries]))
+            from .executor import Patches
+
+            _installed["batch"] = (reuse, batch, Patches(entries))
     programs = grid3[0] * grid3[1] * grid3[2]
     passes = 0
     for start, stop in chunks(programs):

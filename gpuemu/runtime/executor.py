@@ -181,6 +181,18 @@ class _Scope:
         list(map(setattr, objs, names, values))
         self._undo.append(lambda: list(map(_restore, reversed(objs), reversed(names), reversed(olds))))
 
+    def apply(self, patches: "Patches") -> None:
+        """Set what ``patches`` holds; an instance it patches as a whole gets a copy of its ``__dict__`` with
+        them in, and its own dict back (unchanged) on restore."""
+        for obj, values in patches.overlays:
+            saved = obj.__dict__
+            now = saved.copy()
+            now.update(values)
+            obj.__dict__ = now
+            self._undo.append(lambda obj=obj, saved=saved: setattr(obj, "__dict__", saved))
+        if patches.objs:
+            self.set_many(patches.objs, patches.names, patches.values)
+
     def set(self, obj: Any, name: str, value: Any) -> None:
         if self.recording is not None:
             self.recording.append((obj, name, value))
@@ -204,6 +216,32 @@ class _Scope:
     def restore(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+
+class Patches:
+    """Patches recorded once (``_Scope.recording``) and set again on later launches by ``_Scope.apply``.
+    An instance given :data:`OVERLAY_FROM` attributes or more (the interpreter's builder: some seventy
+    methods) is patched by swapping its ``__dict__`` for a copy with them in: one assignment to set, one to
+    undo, instead of a setattr and a restore per method. Classes and modules are set attribute by attribute."""
+
+    OVERLAY_FROM = 8
+
+    def __init__(self, entries: list[tuple[Any, str, Any]]) -> None:
+        count: dict[int, int] = {}
+        for obj, _, _ in entries:
+            count[id(obj)] = count.get(id(obj), 0) + 1
+        overlays: dict[int, tuple[Any, dict]] = {}
+        rest = []
+        for obj, name, value in entries:
+            if count[id(obj)] >= self.OVERLAY_FROM and not isinstance(obj, (type, type(sys))) \
+                    and type(getattr(obj, "__dict__", None)) is dict:
+                overlays.setdefault(id(obj), (obj, {}))[1][name] = value  # a name set twice: the last value
+            else:
+                rest.append((obj, name, value))
+        self.overlays = list(overlays.values())
+        self.objs = [e[0] for e in rest]
+        self.names = [e[1] for e in rest]
+        self.values = [e[2] for e in rest]
 
 
 def _restore(obj: Any, name: str, old: Any) -> None:
@@ -408,13 +446,16 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         try:
-            lean = _lean(state, rw, kargs, settings, grid3)
+            lean_key = _lean(state, rw, kargs, settings, grid3)
+            lean = lean_key is not None
             lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
             watchdog.start()
             passes = _Passes(rw, kargs, settings, state, builder)
             passes.lean = lean
+            if lean:
+                passes.keys[lean_key[0]] = lean_key[1]
             with np.errstate(all="ignore"):
                 try:
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
@@ -424,6 +465,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                         scope.restore()
                         lang_scope = _patch(scope, state, fn)
                         passes.lean = False
+                        passes.keys.clear()  # (the patch plan, part of a key, may be recorded anew)
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
@@ -478,11 +520,12 @@ class _Passes:
         self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
         self.snap: list | None = None
         self.lean = False  # set by the launch: no language patches in place (see _lean)
+        self.keys: dict[str, tuple] = {}  # mode -> the trace key _lean computed (valid while lean)
 
     def body(self, mode: str) -> Callable:
         if self.plain:
             return self.rw.fn
-        key = trace.key_of(self.rw, mode, self.settings, self.kargs)
+        key = self.keys.get(mode) or trace.key_of(self.rw, mode, self.settings, self.kargs)
         if key is None:
             return self.rw.fn
         rw, builder, passes = self.rw, self.builder, self
@@ -658,7 +701,7 @@ def _fmt_site(code, line: int, kernel_codes) -> str:
 
 _STATE = LaunchState(kernel="", settings=Settings(), arena=Arena(), deadline=0.0)
 _depth = 0  # launches in progress (under _lock)
-_core: dict[str, tuple] = {}  # "patches" -> (key, objs, names, values) built for _STATE
+_core: dict[str, tuple] = {}  # "patches" -> (key, Patches) built for _STATE
 
 
 def _core_key() -> tuple:
@@ -673,27 +716,31 @@ def _core_key() -> tuple:
             vars(sem).get("binary_op_sanitize_overflow_impl"))
 
 
-def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings, grid3: tuple[int, int, int]) -> bool:
+def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings,
+          grid3: tuple[int, int, int]) -> tuple[str, tuple] | None:
     """Whether this launch will replay a trace that needs no language patch (trace.Trace.lean), with every
     other patch it needs already built: then the ~240 attributes of Triton's language patches are neither
-    set nor restored. Anything else in the launch (no trace matching after all) re-patches in full."""
+    set nor restored. Anything else in the launch (no trace matching after all) re-patches in full.
+    Returns (mode, trace key) when it will (the key is not computed twice), else None."""
     if state is not _STATE or not trace.ENABLED or fast.SHADOW is not None or fast._plan is None:
-        return False
+        return None
     programs = grid3[0] * grid3[1] * grid3[2]
     mode = "batched" if settings.grid == "batched" and programs >= max(2, MIN_BATCH) else "sequential"
-    cands = trace.candidates(trace.key_of(rw, mode, settings, kargs))
+    key = trace.key_of(rw, mode, settings, kargs)
+    cands = trace.candidates(key)
     if not cands or not all(t.lean for t in cands):
-        return False
+        return None
     hit = _core.get("patches")
     if hit is None or not all(map(operator.is_, hit[0], _core_key())):
-        return False
+        return None
     if mode == "batched":
         from . import batched
 
         built = batched._installed.get("batch")
         if built is None or built[0] is not hit:
-            return False
-    return fast._plan.unchanged()  # (else another tool changed triton.language: the plan is recorded anew)
+            return None
+    # (else another tool changed triton.language: the plan is recorded anew)
+    return (mode, key) if fast._plan.unchanged() else None
 
 
 def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
@@ -706,12 +753,12 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
         key = _core_key()
         hit = _core.get("patches")
         if hit is not None and all(map(operator.is_, hit[0], key)):
-            scope.set_many(hit[1], hit[2], hit[3])
+            scope.apply(hit[1])
         else:
             scope.recording = []
             _patch_core(scope, state)
             entries, scope.recording = scope.recording, None
-            _core["patches"] = (key, [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries])
+            _core["patches"] = (key, Patches(entries))
     else:
         _patch_core(scope, state)
     state.libdevice_patched = False

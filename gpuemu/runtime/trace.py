@@ -365,6 +365,7 @@ class Recorder:
         """A call whose work happens outside the builder: recorded as one call of ``O[index]``."""
         rec = self
         is_reduce = self.targets[index][1] == "reduce"
+        is_overflow = self.targets[index][1] == "binary_op_sanitize_overflow_impl"
 
         def call(*args, **kwargs):
             if rec.depth or not rec.ok:
@@ -373,6 +374,10 @@ class Recorder:
 
             def expr_of():
                 expr = rec._call(f"O[{index}]", args, kwargs)
+                if is_overflow:
+                    pre = rec._overflow_precheck(args, kwargs)
+                    if pre is not None:
+                        return f"{pre} or {expr}"
                 if is_reduce:
                     one = rec._reduce_expr(args, kwargs)
                     if one is not None:
@@ -391,6 +396,25 @@ class Recorder:
             return rec._record_then_run(f, args, kwargs, expr_of, note)
 
         return call
+
+    def _overflow_precheck(self, args: tuple, kwargs: dict) -> str | None:
+        """For Triton's integer overflow check of ``lhs <op> rhs`` (add, sub or mul of two blocks or scalars of
+        one integer type narrower than 64 bits): an expression true when every value of the operands' ranges
+        combined stays inside the type (:func:`_in_range`), so the check, which passes then, need not run.
+        Anything else is checked as recorded."""
+        tl = self.tl
+        if kwargs or len(args) != 3:
+            return None
+        lhs, rhs, binop = args
+        if type(lhs) is not tl.core.tensor or type(rhs) is not tl.core.tensor:
+            return None
+        sca, rs = lhs.type.scalar, rhs.type.scalar
+        op = getattr(binop, "__name__", "")
+        if type(sca) is not tl.core.dtype or type(rs) is not tl.core.dtype or sca.name != rs.name \
+                or not sca.is_int() or sca.int_bitwidth >= 64 or op not in ("add", "sub", "mul"):
+            return None
+        return (f"IR(v{self._slot(lhs.handle)}.data, v{self._slot(rhs.handle)}.data, {op!r}, "
+                f"{sca.get_int_min_value()}, {sca.get_int_max_value()})")
 
     def _reduce_expr(self, args: tuple, kwargs: dict) -> str | None:
         """``tl.reduce(x, axis, combine_fn, keep_dims)`` as one numpy reduction (:func:`_reduce`) where the
@@ -523,7 +547,7 @@ class Recorder:
         import re
 
         self.used = {int(m) for code, _, folded in self.lines if not folded for m in re.findall(r"\bv(\d+)\b", code)}
-        body = ["def _replay(I, b, O, C, T, D, index, R, TH):"]
+        body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
         body += ["    " + g for g in self.guards_pre]
@@ -553,6 +577,27 @@ class Recorder:
 
 
 _MISSING = object()
+
+
+def _in_range(a: np.ndarray, b: np.ndarray, op: str, lo: int, hi: int) -> bool:
+    """Whether ``a <op> b`` stays inside [lo, hi] for every pair of values in the operands' ranges (exact
+    Python ints from each one's min and max): then no lane overflows, whatever pairs the broadcast makes."""
+    if not (a.size and b.size):
+        return False
+    if a.size == 1:  # a scalar (most operands of index arithmetic): no reduction needed
+        la = ha = int(a.reshape(-1)[0])
+    else:
+        la, ha = int(a.min()), int(a.max())
+    if b.size == 1:
+        lb = hb = int(b.reshape(-1)[0])
+    else:
+        lb, hb = int(b.min()), int(b.max())
+    if op == "add":
+        return lo <= la + lb and ha + hb <= hi
+    if op == "sub":
+        return lo <= la - hb and ha - lb <= hi
+    c = (la * lb, la * hb, ha * lb, ha * hb)
+    return lo <= min(c) and max(c) <= hi
 
 
 def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, rank: int, TH: Any) -> Any:
@@ -600,7 +645,7 @@ class Trace:
         from ._compat import interp
 
         self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
-                interp().TensorHandle)
+                interp().TensorHandle, _in_range)
 
 
 __all__ = ["ENABLED", "Diverged", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
