@@ -54,6 +54,16 @@ def _center_rows(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _rows_to(x_ptr, y_ptr, n, WRAP: tl.constexpr, REVERSE: tl.constexpr, BLOCK: tl.constexpr):
+    """Program p copies row p of x to row (p % WRAP) of y, or to row (n_programs - 1 - p) when REVERSE."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    row = (tl.num_programs(0) - 1 - pid) if REVERSE else pid % WRAP
+    tl.store(y_ptr + row * n + offs, tl.load(x_ptr + pid * n + offs, mask=m) + 0.0 * pid, mask=m)
+
+
+@triton.jit
 def _tile_ops(a_ptr, b_ptr, c_ptr, idx_ptr, cs_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     pm = tl.program_id(0)
     pn = tl.program_id(1)
@@ -222,3 +232,24 @@ def test_the_corpus_runs_bit_for_bit_the_same_batched(rt):
     assert checked >= 3 * 60 and len(unstable) <= 3, unstable
     # the engine engaged: most launches of several programs ran batched (the rest say why)
     assert batched_launches >= 0.5 * (launches - reasons.get("sequential: one program", 0)), reasons
+
+
+def test_programs_writing_one_row_leave_the_sequential_orders_value_and_tiles_in_any_order_scatter():
+    """A batched store scatters with numpy only where no two lanes write one element (memory._distinct):
+    programs whose tiles come in reverse order do; programs that overwrite each other's row take Triton's
+    lane-by-lane store, so the last program of the grid order wins as one program at a time."""
+    runtime.activate()
+    try:
+        x = torch.randn(6, 40)
+        for wrap, reverse in ((6, True), (2, False), (1, False)):
+            def run():
+                y = torch.zeros(6, 40)
+                _rows_to[(6,)](x, y, 40, WRAP=wrap, REVERSE=reverse, BLOCK=64)
+                return y
+            seq, bat, modes = both(run)
+            assert same_bits(seq, bat), (wrap, reverse)
+            assert modes and modes[0].startswith("batched")
+            if not reverse:
+                assert torch.equal(seq[:wrap], x[6 - wrap:])  # the last programs' rows
+    finally:
+        runtime.deactivate()

@@ -136,6 +136,26 @@ def test_arena_rejects_unknown_and_misaligned_pointers():
     assert int(real[1]) - int(real[0]) == 28 and int(real[0]) == t.data_ptr()
 
 
+def test_distinct_shows_tiles_of_a_batched_store_and_never_a_repeated_element():
+    """memory._distinct (a batched store may scatter with numpy only where no two lanes write one element):
+    strictly increasing lanes, and programs' tiles in any order, are shown distinct; a repeat never is."""
+    from gpuemu.runtime.memory import _distinct
+
+    every = np.ones((3, 4), dtype=bool)
+    assert _distinct(np.arange(12), every, True)
+    tiles = np.array([8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7])  # program 0 writes the last tile
+    assert _distinct(tiles, every, True)
+    assert not _distinct(np.array([0, 1, 2, 3, 0, 1, 2, 3, 8, 9, 10, 11]), every, True)  # two programs, one tile
+    assert not _distinct(np.array([4, 5, 6, 7, 0, 1, 1, 3, 8, 9, 10, 11]), every, True)  # a repeat inside one
+    assert not _distinct(np.array([4, 5, 6, 7, 0, 1, 2, 5, 8, 9, 10, 11]), every, True)  # spans overlapping
+    some = every.copy()
+    some[1, 2:] = False  # program 1 has two active lanes, program 2 none
+    some[2] = False
+    assert _distinct(np.array([8, 9, 10, 11, 0, 1]), some, False)
+    assert not _distinct(np.array([8, 9, 10, 11, 1, 9]), some, False)
+    assert _distinct(np.array([3, 2, 1]), np.ones(3, dtype=bool), True) is False  # one program, not increasing
+
+
 # ---------------------------------------------------------------------- findings and errors
 def test_endless_loop_is_a_timeout_finding_not_a_hang(rt):
     rt.configure(timeout_s=0.5)

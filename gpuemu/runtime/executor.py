@@ -464,6 +464,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                     if lean:  # the language patches go under the others: all again, in their order
                         scope.restore()
                         lang_scope = _patch(scope, state, fn)
+                        builder.set_grid_dim(*grid3)  # (the builder's patched dict was put back with the rest)
                         passes.lean = False
                         passes.keys.clear()  # (the patch plan, part of a key, may be recorded anew)
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)

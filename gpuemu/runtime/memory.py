@@ -215,13 +215,17 @@ class Arena:
         r = self._one_region(sel, size)
         if r is None:
             return None
-        base = r.base
         view = self._view(r, npd)
         if view is None:
             return None
-        d = sel - np.uint64(base + r.lo)  # bytes from the view's first element (aligned: so is the host address
-        if size > 1 and (d & np.uint64(size - 1)).any():  # exactly when this is)
-            return None
+        start = r.base + r.lo  # the view's first element (aligned: so is the host address exactly when this is)
+        if size > 1:
+            # every lane aligned exactly when every address has the low bits of ``start``: their OR and AND agree
+            low = np.uint64(size - 1)
+            want = np.uint64(start & (size - 1))
+            if np.bitwise_or.reduce(sel) & low != want or np.bitwise_and.reduce(sel) & low != want:
+                return None
+        d = sel - np.uint64(start)
         return view[0], (d >> np.uint64(size.bit_length() - 1)).astype(np.intp), every
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray, npd: np.dtype) -> np.ndarray | None:
@@ -232,20 +236,20 @@ class Arena:
             return None
         arr, idx, every = hit
         if every:
-            return arr[idx].reshape(addr.shape)
+            return arr.take(idx).reshape(addr.shape)
         out = np.array(other, dtype=npd, order="C")  # C order, as Triton's load returns (reductions sum by layout)
-        out[mask] = arr[idx]
+        out[mask] = arr.take(idx)
         return out
 
     def scatter(self, addr: np.ndarray, value: np.ndarray, mask: np.ndarray) -> bool:
         """Triton's ``store(translate(addr, mask), value, mask)`` with numpy, where :meth:`_lanes` accepts
-        and the active lanes' addresses strictly increase (no two lanes write one element, so lane order
-        cannot matter); False where the caller must take Triton's path."""
+        and no two active lanes write one element (so lane order cannot matter: :func:`_distinct`); False
+        where the caller must take Triton's path."""
         hit = self._lanes(addr, mask, value.dtype)
         if hit is None:
             return False
         arr, idx, every = hit
-        if idx.size > 1 and not (idx[1:] > idx[:-1]).all():
+        if not _distinct(idx, mask, every):
             return False
         arr[idx] = value.reshape(-1) if every else value[mask]
         return True
@@ -271,6 +275,32 @@ class Arena:
         safe = np.int64(r.lo if r.hi > r.lo else 0)
         real = np.where(active, off, safe).astype(np.uint64) + np.uint64(r.host_ptr)
         return real
+
+
+def _distinct(idx: np.ndarray, mask: np.ndarray, every: bool) -> bool:
+    """Whether the element indices ``idx`` of the active lanes (in lane order) are pairwise distinct, shown
+    cheaply: strictly increasing; or, with a leading program axis, strictly increasing within each
+    program's lanes with the programs' [first, last] spans disjoint (programs of a batched launch write
+    their own tiles, in whatever order the grid lists them). False means "not shown", not "duplicates"."""
+    if idx.size < 2:
+        return True
+    up = idx[1:] > idx[:-1]
+    if up.all():
+        return True
+    if mask.ndim < 2 or mask.shape[0] < 2:
+        return False
+    per = mask.reshape(mask.shape[0], -1)
+    counts = per.shape[1] if every else per.sum(axis=1)
+    ends = np.cumsum(np.broadcast_to(counts, (per.shape[0],)))  # one past each program's last active lane
+    starts = ends - counts
+    cut = ends[:-1] - 1  # the pairs that straddle two programs' lanes are not compared
+    up[cut[(cut >= 0) & (cut < up.size)]] = True
+    if not up.all():
+        return False
+    live = ends > starts
+    first, last = idx[starts[live]], idx[ends[live] - 1]
+    order = np.argsort(first, kind="stable")
+    return bool((first[order][1:] > last[order][:-1]).all())
 
 
 # ---------------------------------------------------------------------- describing arguments
