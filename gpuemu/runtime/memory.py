@@ -189,16 +189,13 @@ class Arena:
         key = (r.index, npd)
         hit = self._views.get(key)
         if hit is None:
-            import ctypes
-
             size = npd.itemsize
             start = r.host_ptr + r.lo
             n = (r.hi - r.lo) // size
             if start % size or n <= 0:
                 hit = self._views[key] = (None, 0)
             else:
-                buf = (ctypes.c_char * (n * size)).from_address(start)
-                hit = self._views[key] = (np.frombuffer(buf, dtype=npd, count=n), start)
+                hit = self._views[key] = (_host_view(start, n, npd), start)
         return None if hit[0] is None else hit
 
     def _lanes(self, addr: np.ndarray, mask: np.ndarray, npd: np.dtype):
@@ -275,6 +272,27 @@ class Arena:
         safe = np.int64(r.lo if r.hi > r.lo else 0)
         real = np.where(active, off, safe).astype(np.uint64) + np.uint64(r.host_ptr)
         return real
+
+
+_host_views: "dict[tuple, np.ndarray]" = {}  # (host address, elements, dtype) -> an array over those bytes
+_MAX_HOST_VIEWS = 256
+
+
+def _host_view(start: int, n: int, npd: np.dtype) -> np.ndarray:
+    """An array of ``n`` ``npd`` elements over the host bytes at ``start``. Kept across launches (a fuzz run
+    launches on same-sized tensors at recurring addresses): a view is only looked up for a region of a live
+    argument with exactly these bytes, and an array over an address owns nothing, so a reused one is the
+    array a new one would be."""
+    key = (start, n, npd)
+    v = _host_views.get(key)
+    if v is None:
+        import ctypes
+
+        if len(_host_views) >= _MAX_HOST_VIEWS:
+            _host_views.clear()
+        buf = (ctypes.c_char * (n * npd.itemsize)).from_address(start)
+        v = _host_views[key] = np.frombuffer(buf, dtype=npd, count=n)
+    return v
 
 
 def _distinct(idx: np.ndarray, mask: np.ndarray, every: bool) -> bool:
@@ -391,14 +409,25 @@ def _extent(offset: int, shape, strides) -> tuple[int, int]:
     return lo, hi
 
 
+_dtype_names: dict = {}
+
+
 def _tensor_region(t, name: str, index: int, dtype_override=None) -> Region:
     import torch
 
     st = t.untyped_storage()
     itemsize = t.element_size()
-    lo_e, hi_e = _extent(t.storage_offset(), t.shape, t.stride())
+    shape, strides = tuple(t.shape), t.stride()
+    if t.is_contiguous():  # what _extent computes for it, without the loops
+        off = t.storage_offset()
+        lo_e, hi_e = off, off + (t.numel() if all(shape) else 0)
+    else:
+        lo_e, hi_e = _extent(t.storage_offset(), shape, strides)
     data_offset = t.data_ptr() - st.data_ptr()
-    dtype = _torch_dtype_name(dtype_override if dtype_override is not None else t.dtype)
+    dt = dtype_override if dtype_override is not None else t.dtype
+    dtype = _dtype_names.get(dt)
+    if dtype is None:
+        dtype = _dtype_names[dt] = _torch_dtype_name(dt)
     if t.device.type == "cpu":
         host_ptr, writeback = st.data_ptr(), None
     else:  # a device tensor: work on a host copy of its storage, copy back after the launch
@@ -410,7 +439,7 @@ def _tensor_region(t, name: str, index: int, dtype_override=None) -> Region:
             st.copy_(host)
 
     return Region(index, name, host_ptr, lo_e * itemsize, hi_e * itemsize, data_offset, itemsize, dtype,
-                  tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), writeback)
+                  shape, strides, writeback)
 
 
 def _storage_region(obj: Any, st, name: str, index: int) -> Region:
