@@ -137,8 +137,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
 
     ``case_timeout`` (seconds; rule pack ``fuzz.case_timeout``) bounds each case: one that runs past it is
     an ERROR verdict of kind ``timeout`` with its seed, and is neither shrunk nor explained. ``seed`` is an
-    int in [0, 2**64) or a decimal/0x-hex string. ``compile_workers`` (rule pack ``fuzz.compile_workers``;
-    CUDA only) processes compile the kernels of the coming cases ahead of the loop (see
+    int in [0, 2**64) or a decimal/0x-hex string. ``compile_workers`` (rule pack ``fuzz.compile_workers``)
+    processes compile the kernels of the coming cases ahead of the loop on CUDA; on the CPU runtime one process
+    compiles the coming launch-limit checks once they have cost the run 2 s (a cold Triton cache; see
     :mod:`gpuemu.runners.precompile`); 0 compiles in the loop. Ctrl-C raises :class:`FuzzInterrupted` (a
     KeyboardInterrupt) carrying the partial result. While the cases run, torch's CPU ops use
     ``fuzz.torch_threads`` intra-op threads (default 1; 0 leaves torch's setting; restored afterwards): see
@@ -208,9 +209,17 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
 
     workers = int(fz.get("compile_workers", 0) if compile_workers is None else compile_workers)
     ahead = None
-    if fw == "torch" and device.startswith("cuda") and workers > 0 and precompile.importable(fn, target):
-        ahead = precompile.start(target, op=op, seed=seed, dtypes=dts, strategy=strategy, iterations=iterations,
-                                 requires=req.to_dict() if req else {}, workers=workers)
+    lookahead = None  # on the CPU runtime: a worker for the launch-limit compiles, once they cost the run time
+    if fw == "torch" and workers > 0 and precompile.importable(fn, target):
+        if device.startswith("cuda"):
+            ahead = precompile.start(target, op=op, seed=seed, dtypes=dts, strategy=strategy, iterations=iterations,
+                                     requires=req.to_dict() if req else {}, workers=workers)
+        elif device == "cpu":
+            from .resources import current_targets
+
+            lookahead = precompile.Lookahead(target, op=op, seed=seed, dtypes=dts, strategy=strategy,
+                                             iterations=iterations, requires=req.to_dict() if req else {},
+                                             workers=1, targets=current_targets())
     blocks = Blocks()
     active = list(dts)
     shrunk: set[str] = set()  # the first failure of each class (FAIL/ERROR, PRECONDITION) is shrunk
@@ -240,6 +249,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
                 flattened += 1
             ev = run(case)
             _learn(blocks, spec, ev.launches)
+            if lookahead is not None and ahead is None:
+                ahead = lookahead.poll(case_index)
             # a row past the size caps that a GPU refuses to launch (one block per row): the launcher's design
             # limit, not a wrong answer; such rows are not drawn again, and the case is not counted
             if case.shape_kind == "long_row" and ev.verdict.kind == "out_of_resources":

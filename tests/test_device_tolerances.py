@@ -67,3 +67,35 @@ def test_only_launchers_a_worker_can_import_again_compile_ahead():
     assert not precompile.importable(local, "tests/test_device_tolerances.py:local")
     main = type("F", (), {"__module__": "__main__", "__qualname__": "f"})()
     assert not precompile.importable(main, "script.py:f")
+
+
+def test_a_cpu_lookahead_starts_only_once_compiles_cost_the_run_time(monkeypatch):
+    from gpuemu.runtime import aot
+
+    started = []
+    monkeypatch.setattr(precompile, "start", lambda *a, **k: started.append(k) or precompile.Precompile())
+    monkeypatch.setattr(precompile.os, "cpu_count", lambda: 2)
+    look = precompile.Lookahead("examples/kernels/softmax.py:softmax", op="softmax", seed=1, dtypes=["fp32"],
+                                strategy="default", iterations=100, requires={}, workers=8, targets=("sm_90",))
+    assert look.workers == 1  # one core left for the loop
+    assert look.poll(5) is None and not started  # no compile time spent yet
+    monkeypatch.setitem(aot._stats, "seconds", aot._stats["seconds"] + 2.5)
+    assert look.poll(90) is None  # too few cases left to gain from a process
+    assert look.poll(10) is not None and started[0]["first"] == 10 and started[0]["device"] == "cpu"
+    assert look.poll(11) is look.started and len(started) == 1
+    monkeypatch.setattr(precompile.os, "cpu_count", lambda: 1)
+    one = precompile.Lookahead("examples/kernels/softmax.py:softmax", op="softmax", seed=1, dtypes=["fp32"],
+                               strategy="default", iterations=100, requires={}, workers=8, targets=("sm_90",))
+    assert one.poll(10) is None  # one core: never
+
+
+def test_a_cpu_worker_compiles_the_launch_checks_of_the_cases_from_the_last_back(tmp_path, monkeypatch):
+    """The worker process checks (compiles) the launches of cases ``first`` .. last for the targets into
+    Triton's disk cache, where the loop's own check then reads them; it runs no kernel."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    run = precompile.start("examples/kernels/softmax.py:softmax", op="softmax", seed=7, dtypes=["fp32"],
+                           strategy="default", iterations=4, requires={}, workers=1, first=2, device="cpu",
+                           targets=("sm_90",))
+    run.processes[0].join(180)
+    assert run.processes[0].exitcode == 0
+    assert list(tmp_path.rglob("*.gpuemu-limits.json"))  # the checks of cases 3 and 2

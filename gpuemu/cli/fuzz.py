@@ -34,8 +34,9 @@ def register(sub) -> None:
                    help="GPU targets whose launch limits (shared memory, threads) a CPU run enforces, as in "
                         "'gpuemu lint --target' (default: fuzz.targets of the rule pack, else sm_80,sm_90; none: off)")
     p.add_argument("--compile-workers", metavar="N", type=int, default=None,
-                   help="CUDA only: processes that compile the coming cases' kernels ahead of the loop "
-                        "(rule pack: fuzz.compile_workers, default 8; 0: compile in the loop)")
+                   help="processes that compile the coming cases' kernels ahead of the loop on CUDA (on the "
+                        "CPU: one, for the launch-limit checks, once they cost the run 2 s) (rule pack: "
+                        "fuzz.compile_workers, default 8; 0: compile in the loop)")
     p.add_argument("--framework", choices=("torch", "jax", "tf"), default=None,
                    help="what the launcher is written against (default: detected from its module); a jax or tf "
                         "launcher gets the same cases by DLPack, with contiguous inputs only")

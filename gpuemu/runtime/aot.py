@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -137,6 +138,7 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
         src = ASTSource(jit, signature, constexprs, attrs)
         from .executor import _lock as launch_lock
 
+        t0 = time.perf_counter()
         with launch_lock, _compiled_mode(jit.fn.__globals__):  # no runtime launch sees the swapped helpers
             if limits_only:
                 asm, meta = {}, _limits(src, gpu_target, options.__dict__, early)
@@ -147,6 +149,7 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
                         else dict(vars(compiled.metadata)))
         out = CompiledLaunch(name, target_name or f"sm_{gpu_target.arch}", {k: str(v) for k, v in signature.items()},
                              {k: _plain(v) for k, v in named.items()}, asm, _plain_dict(meta))
+        _stats["seconds"] += time.perf_counter() - t0
         if key is not None:
             _stats["compiles"] += 1
             with _cache_lock:
@@ -266,11 +269,13 @@ _CACHE_SIZE = 256  # compiled launches kept (asm included: a few hundred KB each
 _compiled: "collections.OrderedDict[tuple, CompiledLaunch]" = collections.OrderedDict()
 _binders: dict[tuple, tuple] = {}
 _cache_lock = threading.Lock()
-_stats = {"compiles": 0, "hits": 0, "partial": 0, "early": 0, "allocated": 0}
+_stats = {"compiles": 0, "hits": 0, "partial": 0, "early": 0, "allocated": 0,
+          "seconds": 0.0}  # seconds: spent compiling (or reading Triton's disk cache), not in this process's memo
 
 
-def cache_stats() -> dict[str, int]:
-    """Compiles made and reused by ``compile_launch(..., cache=True)`` in this process."""
+def cache_stats() -> dict[str, float]:
+    """Compiles made and reused by ``compile_launch(..., cache=True)`` in this process, and the seconds spent
+    compiling (or reading Triton's disk cache) outside its memo."""
     return dict(_stats)
 
 
