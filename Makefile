@@ -23,7 +23,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench.py
-	$(PY) bench/runtime_cost.py --seeds 2 --repeat 3 --out bench/runtime_cost.md
+	$(PY) bench/runtime_cost.py --seeds 2 --repeat 5 --out bench/runtime_cost.md
 
 clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out
@@ -52,7 +52,7 @@ test-triton36:
 
 # The runtime's cost per program against plain TRITON_INTERPRET on the example corpus (bench/runtime_cost.md)
 bench-runtime: $(STAMP)
-	$(PY) bench/runtime_cost.py --seeds 2 --repeat 3 --out bench/runtime_cost.md
+	$(PY) bench/runtime_cost.py --seeds 2 --repeat 5 --out bench/runtime_cost.md
 
 # gpuemu lint on the example corpus for sm_80/86/89/90, cold and warm cache (issue 4: < 60 s cold, < 5 s warm)
 .PHONY: bench-lint

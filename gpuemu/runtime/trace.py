@@ -547,6 +547,11 @@ class Recorder:
         import re
 
         self.used = {int(m) for code, _, folded in self.lines if not folded for m in re.findall(r"\bv(\d+)\b", code)}
+        # a handle's attributes (the batched grid's "_rank") are read by expand_dims and gather, and may be by
+        # what an opaque call runs: only the handles passed there get them back at replay
+        ranked = {int(m) for code, _, folded in self.lines
+                  if not folded and ("create_expand_dims(" in code or "create_gather(" in code or "O[" in code)
+                  for m in re.findall(r"\bv(\d+)\b", code)}
         body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
@@ -557,7 +562,7 @@ class Recorder:
                     body.append(f"    v{s} = {self._const(self.handles[s])}")
                 continue
             body.append("    " + code)
-            if s is not None:
+            if s is not None and s in ranked:
                 attr = getattr(self.handles[s], "attr", None)
                 if attr:
                     body.append(f"    v{s}.attr.update({self._const(dict(attr))})")
