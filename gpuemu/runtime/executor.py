@@ -1015,11 +1015,13 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         npd = it._get_np_dtype(ty)
         shape = np.shape(ptrs.data)
         m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
-        oth = np.zeros(shape, dtype=npd) if other is None else _shaped(other.data, npd, shape)
+        oth = None if other is None else _shaped(other.data, npd, shape)  # (None: zeros, built where needed)
         if not is_volatile:
             ret = arena.gather(ptrs.data, m, oth, npd)
             if ret is not None:
                 return TH(ret, ty)
+        if oth is None:
+            oth = np.zeros(shape, dtype=npd)
         real = translate(ptrs.data, m, max(npd.itemsize, 1), "read")
         ret = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.ascontiguousarray(oth), npd)
         if is_volatile:

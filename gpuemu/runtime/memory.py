@@ -225,16 +225,18 @@ class Arena:
         d = sel - np.uint64(start)
         return view[0], (d >> np.uint64(size.bit_length() - 1)).astype(np.intp), every
 
-    def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray, npd: np.dtype) -> np.ndarray | None:
-        """What Triton's ``load(translate(addr, mask), mask, other, npd)`` returns, in a few whole-array numpy
-        operations (Triton's C++ visits lane by lane); None where :meth:`_lanes` declines."""
+    def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
+               npd: np.dtype) -> np.ndarray | None:
+        """What Triton's ``load(translate(addr, mask), mask, other, npd)`` returns (``other`` None: zeros), in a
+        few whole-array numpy operations (Triton's C++ visits lane by lane); None where :meth:`_lanes` declines."""
         hit = self._lanes(addr, mask, npd)
         if hit is None:
             return None
         arr, idx, every = hit
         if every:
             return arr.take(idx).reshape(addr.shape)
-        out = np.array(other, dtype=npd, order="C")  # C order, as Triton's load returns (reductions sum by layout)
+        # C order, as Triton's load returns (reductions sum by layout)
+        out = np.zeros(addr.shape, dtype=npd) if other is None else np.array(other, dtype=npd, order="C")
         out[mask] = arr.take(idx)
         return out
 
