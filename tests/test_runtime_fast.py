@@ -2,6 +2,7 @@
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -285,3 +286,22 @@ def test_operators_with_ties_scalars_and_numbers_match_tritons_path_op_by_op(rt,
     if dtype == torch.float32:  # tl.max / tl.min of fp16 and bf16 upcast in their @jit body: no shortcut
         expected |= {"max", "min"}
     assert expected <= seen, seen
+
+
+def test_in_range_is_the_interval_bound_of_the_overflow_check():
+    """fast.in_range (the runtime's overflow check and a replay's pre-check): True only where no pair of values
+    from the operands' ranges leaves the type, whatever the broadcast pairs."""
+    from gpuemu.runtime.fast import in_range
+
+    lo, hi = -2**31, 2**31 - 1
+    a = np.array([0, 5, 2**30], dtype=np.int32)
+    assert in_range(a, np.array([2**30 - 1], dtype=np.int32), "add", lo, hi)
+    assert not in_range(a, np.array([2**30], dtype=np.int32), "add", lo, hi)  # 2**30 + 2**30 overflows
+    assert in_range(np.array([-3], dtype=np.int32), a, "sub", lo, hi)
+    assert not in_range(np.array([-2**31 + 10], dtype=np.int32), a, "sub", lo, hi)  # -2**31 + 10 - 2**30
+    neg = np.array([-2**16, 3], dtype=np.int32)
+    assert in_range(neg, np.array([2**15 - 1, -2**15 + 1], dtype=np.int32), "mul", lo, hi)
+    assert not in_range(neg, np.array([2**15 - 1, -2**15], dtype=np.int32), "mul", lo, hi)  # (-2**16)(-2**15) = 2**31
+    assert not in_range(neg, np.array([-2**15 - 1], dtype=np.int32), "mul", lo, hi)  # 2**31 + 2**16
+    assert not in_range(neg, np.array([2**16, -2**16], dtype=np.int32), "mul", lo, hi)  # (-2**16) * (-2**16)
+    assert not in_range(np.array([], dtype=np.int32), a, "add", lo, hi)  # nothing shown

@@ -147,19 +147,8 @@ def sanitize_overflow(semantic: Any, original: Any):
         if lo_hi is None:
             lo_hi = bounds[sca.name] = (sca.get_int_min_value(), sca.get_int_max_value())
         a, b = np.asarray(lhs.handle.data), np.asarray(rhs.handle.data)
-        if a.size and b.size:
-            # interval bound from each operand's min and max (exact Python ints): inside the type's range, no
-            # lane can overflow, whatever pairs the broadcast makes
-            la, ha, lb, hb = int(a.min()), int(a.max()), int(b.min()), int(b.max())
-            if op is np.add:
-                lo, hi = la + lb, ha + hb
-            elif op is np.subtract:
-                lo, hi = la - hb, ha - lb
-            else:
-                corners = (la * lb, la * hb, ha * lb, ha * hb)
-                lo, hi = min(corners), max(corners)
-            if lo >= lo_hi[0] and hi <= lo_hi[1]:
-                return None
+        if in_range(a, b, binary_op.__name__, lo_hi[0], lo_hi[1]):
+            return None
         # lane by lane, as the semantic computes: both operands cast to int64 (numpy astype), the op in int64
         # (wrapping, silently: numpy arrays do not warn on integer overflow)
         ret = op(a.astype(np.int64), b.astype(np.int64))
@@ -168,6 +157,28 @@ def sanitize_overflow(semantic: Any, original: Any):
         return original(lhs, rhs, binary_op)
 
     return check
+
+
+def in_range(a: np.ndarray, b: np.ndarray, op: str, lo: int, hi: int) -> bool:
+    """Whether ``a <op> b`` ("add", "sub" or "mul") stays inside [lo, hi] for every pair of values in the
+    operands' ranges (exact Python ints from each one's min and max): then no lane overflows, whatever pairs
+    the broadcast makes. False for an empty operand (nothing shown)."""
+    if not (a.size and b.size):
+        return False
+    if a.size == 1:  # a scalar (most operands of index arithmetic): no reduction needed
+        la = ha = int(a.reshape(-1)[0])
+    else:
+        la, ha = int(a.min()), int(a.max())
+    if b.size == 1:
+        lb = hb = int(b.reshape(-1)[0])
+    else:
+        lb, hb = int(b.min()), int(b.max())
+    if op == "add":
+        return lo <= la + lb and ha + hb <= hi
+    if op == "sub":
+        return lo <= la - hb and ha - lb <= hi
+    c = (la * lb, la * hb, ha * lb, ha * hb)
+    return lo <= min(c) and max(c) <= hi
 
 
 # ---------------------------------------------------------------------- the language's hot constructors

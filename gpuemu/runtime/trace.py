@@ -400,7 +400,8 @@ class Recorder:
     def _overflow_precheck(self, args: tuple, kwargs: dict) -> str | None:
         """For Triton's integer overflow check of ``lhs <op> rhs`` (add, sub or mul of two blocks or scalars of
         one integer type narrower than 64 bits): an expression true when every value of the operands' ranges
-        combined stays inside the type (:func:`_in_range`), so the check, which passes then, need not run.
+        combined stays inside the type (:func:`gpuemu.runtime.fast.in_range`, as the runtime's own check decides),
+        so the check, which passes then, need not run.
         Anything else is checked as recorded."""
         tl = self.tl
         if kwargs or len(args) != 3:
@@ -584,27 +585,6 @@ class Recorder:
 _MISSING = object()
 
 
-def _in_range(a: np.ndarray, b: np.ndarray, op: str, lo: int, hi: int) -> bool:
-    """Whether ``a <op> b`` stays inside [lo, hi] for every pair of values in the operands' ranges (exact
-    Python ints from each one's min and max): then no lane overflows, whatever pairs the broadcast makes."""
-    if not (a.size and b.size):
-        return False
-    if a.size == 1:  # a scalar (most operands of index arithmetic): no reduction needed
-        la = ha = int(a.reshape(-1)[0])
-    else:
-        la, ha = int(a.min()), int(a.max())
-    if b.size == 1:
-        lb = hb = int(b.reshape(-1)[0])
-    else:
-        lb, hb = int(b.min()), int(b.max())
-    if op == "add":
-        return lo <= la + lb and ha + hb <= hi
-    if op == "sub":
-        return lo <= la - hb and ha - lb <= hi
-    c = (la * lb, la * hb, ha * lb, ha * hb)
-    return lo <= min(c) and max(c) <= hi
-
-
 def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, rank: int, TH: Any) -> Any:
     """What the launch's ``tl.reduce`` chain returns (as a handle) for one fp32/fp64/int32/int64 block
     reduced by np.nanmax / np.nanmin / np.sum: the batched grid moves the axis behind the program axis and
@@ -649,8 +629,10 @@ class Trace:
         ops = [getattr(obj, name) for obj, name in self.targets]
         from ._compat import interp
 
+        from .fast import in_range
+
         self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
-                interp().TensorHandle, _in_range)
+                interp().TensorHandle, in_range)
 
 
 __all__ = ["ENABLED", "Diverged", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
