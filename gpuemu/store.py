@@ -232,9 +232,14 @@ class Store:
         try:
             (self.root / "failures").mkdir(parents=True, exist_ok=True)
             (self.root / "snapshots").mkdir(parents=True, exist_ok=True)
-            probe = self.root / ".write-probe"
-            probe.write_bytes(b"ok")
-            probe.unlink()
+            # a probe of its own: launchers checked in parallel share a store (one shared name raced: one
+            # process unlinked the probe another had just written, and that launcher ended in this error)
+            fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=self.root)
+            try:
+                os.write(fd, b"ok")
+            finally:
+                os.close(fd)
+                os.unlink(probe)
         except OSError as e:
             raise StoreError(f"cannot write the failure store at {self.root}: {e.strerror or e}; "
                              "pass --store DIR or set GPUEMU_STORE to a writable directory") from None

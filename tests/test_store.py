@@ -133,3 +133,30 @@ def test_snapshot_bytes_do_not_depend_on_the_process():
     got = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
            for _ in range(3)}
     assert len(got) == 1
+
+
+def test_launchers_checked_in_parallel_can_all_probe_one_store(tmp_path):
+    """``gpuemu check --jobs N`` starts N fuzz runs on one store; each probes it for writing. With one shared
+    probe name, one run unlinked the probe another had just written and that launcher ended in ERROR
+    ("cannot write the failure store"): 139 of 2,400 probes from 8 threads failed that way."""
+    import threading
+
+    from gpuemu.errors import GpuemuError
+
+    errors: list[str] = []
+
+    def probe() -> None:
+        st_ = Store(tmp_path / "shared")
+        for _ in range(300):
+            try:
+                st_.ensure_writable()
+            except GpuemuError as e:
+                errors.append(str(e))
+
+    threads = [threading.Thread(target=probe) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert not [p for p in (tmp_path / "shared").iterdir() if p.name.startswith(".write-probe")]
