@@ -88,6 +88,16 @@ def test_a_cpu_lookahead_starts_only_once_compiles_cost_the_run_time(monkeypatch
                                strategy="default", iterations=100, requires={}, workers=8, targets=("sm_90",))
     assert one.poll(10) is None  # one core: never
 
+    def refused(*a, **k):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(precompile, "start", refused)
+    monkeypatch.setattr(precompile.os, "cpu_count", lambda: 4)
+    none = precompile.Lookahead("examples/kernels/softmax.py:softmax", op="softmax", seed=1, dtypes=["fp32"],
+                                strategy="default", iterations=100, requires={}, workers=8, targets=("sm_90",))
+    monkeypatch.setitem(aot._stats, "seconds", aot._stats["seconds"] + 2.5)
+    assert none.poll(10) is None and none.poll(11) is None and none.workers == 0  # the loop goes on compiling
+
 
 def test_a_cpu_worker_compiles_the_launch_checks_of_the_cases_from_the_last_back(tmp_path, monkeypatch):
     """The worker process checks (compiles) the launches of cases ``first`` .. last for the targets into

@@ -104,7 +104,10 @@ class Lookahead:
         if self.started is None and self.workers > 0 and self.kwargs["targets"] \
                 and self.kwargs["iterations"] - next_index >= self.MIN_LEFT \
                 and self._aot.cache_stats()["seconds"] - self.base >= self.AFTER_SECONDS:
-            self.started = start(self.target, workers=self.workers, first=next_index, **self.kwargs)
+            try:
+                self.started = start(self.target, workers=self.workers, first=next_index, **self.kwargs)
+            except Exception:  # no process can be started here: the loop compiles, as without a worker
+                self.workers = 0
         return self.started
 
 
@@ -155,6 +158,12 @@ def _cpu_worker(target: str, op: str, seed: int, dtypes: list[str], strategy: st
     started): the loop and the worker each compile what the other has not reached, meeting in between,
     whatever the worker's start-up cost."""
     try:
+        import warnings
+
+        # the launcher's own prints and warnings belong to the loop's run of it, not to this one
+        devnull = open(os.devnull, "w")
+        sys.stdout = sys.stderr = devnull
+        warnings.simplefilter("ignore")
         from .. import ops
         from ..cases import generate, materialize
         from ..fuzzer import Blocks, _learn
