@@ -120,25 +120,17 @@ def _worker(cwd: str, target: str, op: str, seed: int, dtypes: list[str], strate
     try:
         import torch
 
-        from .. import ops
-        from ..cases import generate, materialize
+        from ..cases import materialize
         from ..fuzzer import Blocks, _learn
-        from ..preconditions import Requires
-        from ..rng import derive_seed
-        from ..target import load
         from . import run_launcher
 
-        fn = load(target)
-        spec = ops.get(op)
-        req = Requires.from_dict(requires) if requires else Requires()
+        fn, spec, req = _prepare(target, op, requires)
     except BaseException:  # a worker that cannot start costs the run nothing but its compiles
         return
     blocks = Blocks()
     for case_index in range(index, iterations, workers):
         try:
-            dtype = dtypes[case_index % len(dtypes)]
-            case = req.apply(generate(op, derive_seed(seed, case_index), dtype=dtype, strategy=strategy,
-                                      blocks=blocks, caps=req.max_dims))
+            case = _draw(op, seed, dtypes, strategy, req, blocks, case_index)
             inputs, kwargs = materialize(case, "cuda")
             got = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs, device="cuda", poison=False)
             _learn(blocks, spec, got.launches)
@@ -164,28 +156,20 @@ def _cpu_worker(target: str, op: str, seed: int, dtypes: list[str], strategy: st
         devnull = open(os.devnull, "w")
         sys.stdout = sys.stderr = devnull
         warnings.simplefilter("ignore")
-        from .. import ops
-        from ..cases import generate, materialize
+        from ..cases import materialize
         from ..fuzzer import Blocks, _learn
-        from ..preconditions import Requires
         from ..resources import guard, predicting
-        from ..rng import derive_seed
-        from ..target import load
         from . import run_launcher
         from .launches import add_interceptor, guarding
 
-        fn = load(target)
-        spec = ops.get(op)
-        req = Requires.from_dict(requires) if requires else Requires()
+        fn, spec, req = _prepare(target, op, requires)
         add_interceptor(_checked_only)
     except BaseException:  # a worker that cannot start costs the run nothing but its compiles
         return
     blocks = Blocks()
     for case_index in range(iterations - 1 - (index % workers), index - 1, -workers):
         try:
-            dtype = dtypes[case_index % len(dtypes)]
-            case = req.apply(generate(op, derive_seed(seed, case_index), dtype=dtype, strategy=strategy,
-                                      blocks=blocks, caps=req.max_dims))
+            case = _draw(op, seed, dtypes, strategy, req, blocks, case_index)
             inputs, kwargs = materialize(case, "cpu")
             with predicting(targets), guarding(guard):
                 got = run_launcher(fn, [inputs[a.name] for a in spec.args], kwargs, device="cpu", poison=False,
@@ -193,6 +177,24 @@ def _cpu_worker(target: str, op: str, seed: int, dtypes: list[str], strategy: st
             _learn(blocks, spec, got.launches)
         except BaseException:  # the fuzz loop judges every case; here only the compiles matter
             continue
+
+
+def _prepare(target: str, op: str, requires: dict) -> tuple[Any, Any, Any]:
+    """A worker's (launcher, op spec, declared preconditions), as the fuzz loop has them."""
+    from .. import ops
+    from ..preconditions import Requires
+    from ..target import load
+
+    return load(target), ops.get(op), Requires.from_dict(requires) if requires else Requires()
+
+
+def _draw(op: str, seed: int, dtypes: list[str], strategy: str, req: Any, blocks: Any, case_index: int) -> Any:
+    """The case the fuzz loop draws at ``case_index`` (its dtype cycling, seeds and declared caps)."""
+    from ..cases import generate
+    from ..rng import derive_seed
+
+    return req.apply(generate(op, derive_seed(seed, case_index), dtype=dtypes[case_index % len(dtypes)],
+                              strategy=strategy, blocks=blocks, caps=req.max_dims))
 
 
 def _checked_only(kernel: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool, call_next: Any) -> None:

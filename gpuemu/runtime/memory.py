@@ -102,7 +102,6 @@ class Arena:
 
     regions: list[Region] = field(default_factory=list)
     epoch: int = 0  # bumped on every write: a spin on an unchanged value is a wait on another program
-    _views: dict = field(default_factory=dict)
 
     def add(self, obj: Any, name: str) -> int:
         """Register a tensor-like argument; returns the virtual address the kernel sees as its data pointer."""
@@ -186,17 +185,12 @@ class Arena:
     def _view(self, r: Region, npd: np.dtype) -> tuple[np.ndarray, int] | None:
         """``r``'s valid bytes as an array of ``npd`` and the host address of its element 0; None where the
         region does not start on an element boundary or holds no element."""
-        key = (r.index, npd)
-        hit = self._views.get(key)
-        if hit is None:
-            size = npd.itemsize
-            start = r.host_ptr + r.lo
-            n = (r.hi - r.lo) // size
-            if start % size or n <= 0:
-                hit = self._views[key] = (None, 0)
-            else:
-                hit = self._views[key] = (_host_view(start, n, npd), start)
-        return None if hit[0] is None else hit
+        size = npd.itemsize
+        start = r.host_ptr + r.lo
+        n = (r.hi - r.lo) // size
+        if start % size or n <= 0:
+            return None
+        return _host_view(start, n, npd), start
 
     def _lanes(self, addr: np.ndarray, mask: np.ndarray, npd: np.dtype):
         """For an access of ``npd`` elements: (the region's view, element indices of the active lanes, all

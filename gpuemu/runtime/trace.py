@@ -40,6 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .fast import in_range
+
 ENABLED = True
 MAX_OPS = 50_000  # calls per recorded pass; a longer body (a long unrolled loop) runs as before
 MAX_KEYS = 256  # specialisations kept (least recently used dropped; a trace holds its folded constants)
@@ -547,12 +549,17 @@ class Recorder:
             return None
         import re
 
-        self.used = {int(m) for code, _, folded in self.lines if not folded for m in re.findall(r"\bv(\d+)\b", code)}
-        # a handle's attributes (the batched grid's "_rank") are read by expand_dims and gather, and may be by
-        # what an opaque call runs: only the handles passed there get them back at replay
-        ranked = {int(m) for code, _, folded in self.lines
-                  if not folded and ("create_expand_dims(" in code or "create_gather(" in code or "O[" in code)
-                  for m in re.findall(r"\bv(\d+)\b", code)}
+        # the slots the live lines read, and of those the ones whose handle attributes (the batched grid's
+        # "_rank") are read: by expand_dims and gather, maybe by what an opaque call runs; only those handles get
+        # their recorded attributes back at replay
+        self.used, ranked = set(), set()
+        for code, _, folded in self.lines:
+            if folded:
+                continue
+            slots = {int(m) for m in re.findall(r"\bv(\d+)\b", code)}
+            self.used |= slots
+            if "create_expand_dims(" in code or "create_gather(" in code or "O[" in code:
+                ranked |= slots
         body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
@@ -628,8 +635,6 @@ class Trace:
 
         ops = [getattr(obj, name) for obj, name in self.targets]
         from ._compat import interp
-
-        from .fast import in_range
 
         self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
                 interp().TensorHandle, in_range)
