@@ -357,19 +357,20 @@ _installed: dict[str, tuple] = {}  # "batch" -> (what it was built over, the Bat
 
 
 def run(body: Any, kargs: dict, grid3: tuple[int, int, int], state: Any, builder: Any, scope: Any, it: Any,
-        reuse: Any = None) -> int:
+        reuse: Any = None, lean: bool = False) -> int:
     """Run every program of the launch in chunks with a program axis (``body(**kargs)`` is one pass of the
     kernel: the rewritten kernel or its recorded form); returns the number of passes.
     Raises NotBatchable (or whatever a program raised) for the executor to fall back on.
 
     ``reuse``: when not None, the launch's other patches are the same objects as the last time ``run`` saw
     this value (the executor's reused patch list), so the batch patches built then (over the same state
-    object) are set again from their list instead of being built anew."""
+    object) are set again from their list instead of being built anew; ``lean``: only the part a lean replay
+    reaches (``executor.Patches.for_replay``)."""
     hit = _installed.get("batch") if reuse is not None else None
     if hit is not None and hit[0] is reuse and hit[1].state is state:
         batch = hit[1]
         batch.typing = 0
-        scope.apply(hit[2])
+        scope.apply(hit[2].for_replay() if lean else hit[2])
     else:
         batch = Batch(state)
         if reuse is not None:

@@ -242,6 +242,29 @@ class Patches:
         self.objs = [e[0] for e in rest]
         self.names = [e[1] for e in rest]
         self.values = [e[2] for e in rest]
+        self._for_replay: Patches | None = None
+
+    def for_replay(self) -> "Patches":
+        """The part of these patches that a lean replay can reach (see :data:`REPLAY_REACHES`): every instance
+        overlay (the builder) and the attributes named there."""
+        if self._for_replay is None:
+            part = Patches([])
+            part.overlays = self.overlays
+            keep = [i for i, n in enumerate(self.names) if n in REPLAY_REACHES]
+            part.objs = [self.objs[i] for i in keep]
+            part.names = [self.names[i] for i in keep]
+            part.values = [self.values[i] for i in keep]
+            self._for_replay = part
+        return self._for_replay
+
+
+# A lean replay (trace.Trace.lean) runs none of the kernel's Python: only its recorded builder calls (the
+# builder's overlay), tensors and block types built for Triton's integer overflow check, that check (the
+# semantic layer's casts, comparisons and device_assert) and the dtype lookups of the builder's methods. The
+# other patches (tensor operators and conversions, tl.load / store / where / reduce / associative_scan,
+# .T, nested helper calls) are only reached from a kernel's Python: a lean launch leaves them off, and a
+# replay that falls back to the kernel's Python re-patches in full first (execute).
+REPLAY_REACHES = frozenset({"__init__", "_get_np_dtype", "binary_op_sanitize_overflow_impl", "validate_block_shape"})
 
 
 def _restore(obj: Any, name: str, old: Any) -> None:
@@ -398,7 +421,52 @@ def normalize_grid(grid: Any, bound_args: dict) -> tuple[int, int, int]:
 
 
 # ---------------------------------------------------------------------- the launch
-_signatures: dict[int, tuple] = {}  # id(fn) -> (fn, code, defaults, signature, constexpr names)
+class _Signature:
+    """A kernel's parameters, read once per function: binds a launch's arguments as ``inspect`` does."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn, self.code, self.defaults, self.kwdefaults = fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__
+        self.sig = inspect.signature(fn)
+        params = self.sig.parameters
+        self.constexprs = {p for p, prm in params.items() if _compat.is_constexpr_annotation(prm.annotation)}
+        self.params = params
+        # every parameter plain (positional or keyword): bound by :meth:`bind` without inspect's machinery
+        self.plain = all(prm.kind is prm.POSITIONAL_OR_KEYWORD for prm in params.values())
+        self.names = tuple(params)
+        self.defaults_by_pos = tuple(prm.default for prm in params.values())
+
+    def current(self, fn: Callable) -> bool:
+        """Still ``fn``'s parameters (its code or defaults may be reassigned)."""
+        return self.fn is fn and self.code is fn.__code__ and self.defaults == fn.__defaults__ \
+            and self.kwdefaults == fn.__kwdefaults__
+
+    def bind(self, args: tuple, kwargs: dict) -> dict:
+        """The launch's arguments by parameter name, in parameter order, defaults applied (keyword
+        arguments the kernel does not take are left out, as Triton's launcher passes them: num_warps, ...)."""
+        params = self.params
+        kw = {k: v for k, v in kwargs.items() if k in params}
+        names, n = self.names, len(args)
+        if self.plain and n <= len(names):
+            out = dict(zip(names, args))
+            used = 0
+            empty = inspect.Parameter.empty
+            for name, default in zip(names[n:], self.defaults_by_pos[n:]):
+                if name in kw:
+                    out[name] = kw[name]
+                    used += 1
+                elif default is not empty:
+                    out[name] = default
+                else:
+                    break  # a missing argument: inspect says which
+            else:
+                if used == len(kw):  # (else a keyword naming a positional already given: inspect says so)
+                    return out
+        bound = self.sig.bind(*args, **kw)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+
+_signatures: dict[int, _Signature] = {}  # id(fn) -> its parameters
 
 
 def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> LaunchResult:
@@ -409,24 +477,19 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
     fn = getattr(kernel, "fn", kernel)
     name = getattr(fn, "__name__", repr(fn))
     hit = _signatures.get(id(fn))
-    if hit is None or hit[0] is not fn or hit[1] is not fn.__code__ or hit[2] != fn.__defaults__:
-        sig = inspect.signature(fn)
-        hit = _signatures[id(fn)] = (fn, fn.__code__, fn.__defaults__, sig, {
-            p for p, prm in sig.parameters.items() if _compat.is_constexpr_annotation(prm.annotation)})
-    sig, constexpr_names = hit[3], hit[4]
-    params = sig.parameters
-    call_kwargs = {k: v for k, v in kwargs.items() if k in params}
-    bound = sig.bind(*args, **call_kwargs)
-    bound.apply_defaults()
-    grid3 = normalize_grid(grid, dict(bound.arguments))
+    if hit is None or not hit.current(fn):
+        hit = _signatures[id(fn)] = _Signature(fn)
+    arguments = hit.bind(args, kwargs)
+    grid3 = normalize_grid(grid, dict(arguments) if callable(grid) else arguments)
     arena = Arena()
     kargs: dict[str, Any] = {}
-    for pname, value in bound.arguments.items():
+    constexpr_names = hit.constexprs
+    for pname, value in arguments.items():
         if pname in constexpr_names:
             kargs[pname] = _DtypeConstexpr.wrap(value.value if isinstance(value, tl.constexpr) else value)
         else:
             kargs[pname] = _convert(value, pname, arena)
-    constexprs = {k: v for k, v in bound.arguments.items() if k in constexpr_names}
+    constexprs = {k: v for k, v in arguments.items() if k in constexpr_names}
     rw = rewrite(kernel, fn)
     t0 = time.perf_counter()
     with _lock:
@@ -455,7 +518,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             passes = _Passes(rw, kargs, settings, state, builder)
             passes.lean = lean
             if lean:
-                passes.keys[lean_key[0]] = lean_key[1]
+                passes.keys[lean_key[0]] = lean_key[1:]
             with np.errstate(all="ignore"):
                 try:
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
@@ -521,12 +584,13 @@ class _Passes:
         self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
         self.snap: list | None = None
         self.lean = False  # set by the launch: no language patches in place (see _lean)
-        self.keys: dict[str, tuple] = {}  # mode -> the trace key _lean computed (valid while lean)
+        self.keys: dict[str, tuple] = {}  # mode -> (trace key, its traces) as _lean found them (valid while lean)
 
     def body(self, mode: str) -> Callable:
         if self.plain:
             return self.rw.fn
-        key = self.keys.get(mode) or trace.key_of(self.rw, mode, self.settings, self.kargs)
+        found = self.keys.get(mode)
+        key = found[0] if found else trace.key_of(self.rw, mode, self.settings, self.kargs)
         if key is None:
             return self.rw.fn
         rw, builder, passes = self.rw, self.builder, self
@@ -554,7 +618,7 @@ class _Passes:
                 except trace.Diverged:
                     trace.failed(key, t)
                     raise trace.ReplayFailed() from None
-            cands = trace.candidates(key)
+            cands = found[1] if found else trace.candidates(key)
             if cands and passes.snap is None:
                 passes.snapshot()
             for t in cands:
@@ -628,7 +692,8 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
     try:
         builder.set_grid_idx(0, 0, 0)
         reuse = _core.get("patches") if state is _STATE else None  # the batch patches are built once per these
-        n = batched.run(passes.body("batched"), kargs, grid3, state, builder, scope, _compat.interp(), reuse)
+        n = batched.run(passes.body("batched"), kargs, grid3, state, builder, scope, _compat.interp(), reuse,
+                        lean=passes.lean)
         return f"batched ({n} pass{'es' if n != 1 else ''})"
     except Exception as e:  # noqa: BLE001 - whatever it was, the sequential run decides
         for r, data in snap:
@@ -718,11 +783,11 @@ def _core_key() -> tuple:
 
 
 def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings,
-          grid3: tuple[int, int, int]) -> tuple[str, tuple] | None:
+          grid3: tuple[int, int, int]) -> tuple[str, trace.Key, list] | None:
     """Whether this launch will replay a trace that needs no language patch (trace.Trace.lean), with every
     other patch it needs already built: then the ~240 attributes of Triton's language patches are neither
     set nor restored. Anything else in the launch (no trace matching after all) re-patches in full.
-    Returns (mode, trace key) when it will (the key is not computed twice), else None."""
+    Returns (mode, trace key, its traces) when it will (neither is looked up twice), else None."""
     if state is not _STATE or not trace.ENABLED or fast.SHADOW is not None or fast._plan is None:
         return None
     programs = grid3[0] * grid3[1] * grid3[2]
@@ -741,7 +806,7 @@ def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings,
         if built is None or built[0] is not hit:
             return None
     # (else another tool changed triton.language: the plan is recorded anew)
-    return (mode, key) if fast._plan.unchanged() else None
+    return (mode, key, cands) if fast._plan.unchanged() else None
 
 
 def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
@@ -754,7 +819,7 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
         key = _core_key()
         hit = _core.get("patches")
         if hit is not None and all(map(operator.is_, hit[0], key)):
-            scope.apply(hit[1])
+            scope.apply(hit[1].for_replay() if lean else hit[1])
         else:
             scope.recording = []
             _patch_core(scope, state)

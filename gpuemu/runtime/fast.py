@@ -78,8 +78,37 @@ class _Plan:
         self.set_names = [e[1] for e in kept]
         self.set_values = [e[2] for e in kept]
         self.absent = [(e[0], e[1]) for e in entries if e[2] is _MISSING]
+        # for the quick check: per object, the names whose value getattr reads straight from the object's own
+        # __dict__ (a module's functions, a class's plain functions), looked up there by one itemgetter each
+        own: dict[int, tuple[Any, list, list]] = {}
+        self.rest = []  # (object, name, before) read with getattr
+        for obj, name, before, _ in entries:
+            d = getattr(obj, "__dict__", None)
+            try:
+                direct = before is not _MISSING and name in d and d[name] is before \
+                    and getattr(obj, name, _MISSING) is before
+            except TypeError:  # no __dict__
+                direct = False
+            if direct:
+                own.setdefault(id(obj), (obj, [], []))
+                own[id(obj)][1].append(name)
+                own[id(obj)][2].append(before)
+            else:
+                self.rest.append((obj, name, before))
+        self.own = [(obj, operator.itemgetter(*names) if len(names) > 1 else (lambda d, n=names[0]: (d[n],)),
+                     tuple(befores)) for obj, names, befores in own.values()]
 
     def unchanged(self) -> bool:
+        """Every attribute still holds what the plan found (or a patch Triton's interpreter left behind)."""
+        # the common case, in C: every value read from its object's own dict, compared as a tuple (identity
+        # first; a replaced value passes only if it claims equality to the original: a function, class or
+        # builtin never does)
+        try:
+            if all(get(obj.__dict__) == befores for obj, get, befores in self.own) \
+                    and all(getattr(o, n, _MISSING) is b for o, n, b in self.rest):
+                return True
+        except KeyError:  # a name no longer in the object's own dict (deleted, or inherited now)
+            pass
         now = list(map(getattr, self.objs, self.names, itertools.repeat(_MISSING, len(self.objs))))
         if all(map(operator.is_, now, self.befores)):
             return True
@@ -159,20 +188,27 @@ def sanitize_overflow(semantic: Any, original: Any):
     return check
 
 
-def in_range(a: np.ndarray, b: np.ndarray, op: str, lo: int, hi: int) -> bool:
+def in_range(a: np.ndarray | tuple[int, int], b: np.ndarray | tuple[int, int], op: str, lo: int, hi: int) -> bool:
     """Whether ``a <op> b`` ("add", "sub" or "mul") stays inside [lo, hi] for every pair of values in the
-    operands' ranges (exact Python ints from each one's min and max): then no lane overflows, whatever pairs
-    the broadcast makes. False for an empty operand (nothing shown)."""
-    if not (a.size and b.size):
-        return False
-    if a.size == 1:  # a scalar (most operands of index arithmetic): no reduction needed
+    operands' ranges (exact Python ints from each one's min and max; an operand may be given as its (min, max)
+    already, as a replay does for a recorded constant): then no lane overflows, whatever pairs the broadcast
+    makes. False for an empty operand (nothing shown)."""
+    if type(a) is tuple:
+        la, ha = a
+    elif a.size == 1:  # a scalar (most operands of index arithmetic): no reduction needed
         la = ha = int(a.reshape(-1)[0])
-    else:
+    elif a.size:
         la, ha = int(a.min()), int(a.max())
-    if b.size == 1:
-        lb = hb = int(b.reshape(-1)[0])
     else:
+        return False
+    if type(b) is tuple:
+        lb, hb = b
+    elif b.size == 1:
+        lb = hb = int(b.reshape(-1)[0])
+    elif b.size:
         lb, hb = int(b.min()), int(b.max())
+    else:
+        return False
     if op == "add":
         return lo <= la + lb and ha + hb <= hi
     if op == "sub":

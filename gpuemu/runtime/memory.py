@@ -199,24 +199,25 @@ class Arena:
         if addr.ndim == 0 or addr.dtype != np.uint64:
             return None
         size = npd.itemsize
+        if size & (size - 1):
+            return None
         every = bool(mask.all())
         sel = addr.reshape(-1) if every else addr[mask]
-        if sel.size == 0 or size & (size - 1):
+        if sel.size == 0:
             return None
-        r = self._one_region(sel, size)
-        if r is None:
+        rid = int(sel[0]) >> WINDOW_SHIFT  # the region of the first active lane: every other must be in it
+        if not 1 <= rid <= len(self.regions):
             return None
+        r = self.regions[rid - 1]
         view = self._view(r, npd)
         if view is None:
             return None
-        start = r.base + r.lo  # the view's first element (aligned: so is the host address exactly when this is)
-        if size > 1:
-            # every lane aligned exactly when every address has the low bits of ``start``: their OR and AND agree
-            low = np.uint64(size - 1)
-            want = np.uint64(start & (size - 1))
-            if np.bitwise_or.reduce(sel) & low != want or np.bitwise_and.reduce(sel) & low != want:
-                return None
-        d = sel - np.uint64(start)
+        # each active lane's offset from the view's first element, modulo 2**64 (a lane before it wraps past
+        # any extent): all in bounds when the largest leaves room for one element, all aligned when no offset
+        # has a low bit (the view's first element is aligned: so is an address exactly when its offset is)
+        d = sel - np.uint64(r.base + r.lo)
+        if int(d.max()) > r.hi - r.lo - size or (size > 1 and int(np.bitwise_or.reduce(d)) & (size - 1)):
+            return None
         return view[0], (d >> np.uint64(size.bit_length() - 1)).astype(np.intp), every
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
@@ -330,6 +331,8 @@ def _region_of(obj: Any, name: str, index: int) -> Region:
     """
     import torch
 
+    if isinstance(obj, torch.Tensor):  # (Triton's TensorWrapper, below, is not one)
+        return _tensor_region(obj, name, index)
     base = getattr(obj, "base", None)
     dtype_override = None
     if type(obj).__name__ == "TensorWrapper" and isinstance(base, torch.Tensor):  # triton.reinterpret
@@ -424,7 +427,7 @@ def _tensor_region(t, name: str, index: int, dtype_override=None) -> Region:
     dtype = _dtype_names.get(dt)
     if dtype is None:
         dtype = _dtype_names[dt] = _torch_dtype_name(dt)
-    if t.device.type == "cpu":
+    if t.is_cpu:
         host_ptr, writeback = st.data_ptr(), None
     else:  # a device tensor: work on a host copy of its storage, copy back after the launch
         host = torch.empty(st.nbytes(), dtype=torch.uint8).untyped_storage()

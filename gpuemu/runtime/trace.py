@@ -49,7 +49,7 @@ MAX_TRACES = 4  # traces per specialisation (one per outcome of the argument gua
 MAX_FAILS = 3  # replays of a specialisation that diverged or raised before it is no longer recorded
 
 _lock = threading.Lock()
-_cache: "OrderedDict[tuple, _Entry]" = OrderedDict()
+_cache: "OrderedDict[Key, _Entry]" = OrderedDict()
 stats = {"recorded": 0, "replayed": 0, "diverged": 0, "untraceable": 0}  # for tests and the benchmark
 
 
@@ -80,7 +80,39 @@ class _Entry:
         self.keep = keep  # the rewritten kernel: its id is in the key, so it must stay alive
 
 
-def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> tuple | None:
+class Key:
+    """A trace key: the tuple :func:`key_of` builds, hashed once (a launch looks its key up two or three
+    times, and a tuple of tuples hashes every part again on each lookup)."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple) -> None:
+        self.parts = parts
+        self._hash = hash(parts)  # TypeError for an unhashable part (key_of returns None then)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is Key and self._hash == other._hash and self.parts == other.parts)
+
+
+_type_sigs: dict[int, tuple] = {}  # id(pointer or scalar type) -> (the type, its part of a key)
+
+
+def _type_sig(ty: Any) -> tuple:
+    """A tensor argument's type as part of a key (pointer types are not hashable: by name, constness and
+    address space); argument types recur (the launch caches them per dtype), so each is described once."""
+    hit = _type_sigs.get(id(ty))
+    if hit is None or hit[0] is not ty:
+        if len(_type_sigs) > 4096:
+            _type_sigs.clear()
+        hit = _type_sigs[id(ty)] = (ty, ("t", str(ty), getattr(ty, "const", None),
+                                         getattr(ty, "address_space", None)))
+    return hit[1]
+
+
+def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> Key | None:
     """What a trace is valid for, apart from its guards; None when an argument cannot be part of a key."""
     import triton.language as tl
 
@@ -88,8 +120,7 @@ def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> tuple | None:
 
     def sig(v: Any) -> Any:
         if type(v) is tensor:
-            ty = v.type  # pointer types are not hashable: by name, constness and address space
-            return ("t", str(ty), getattr(ty, "const", None), getattr(ty, "address_space", None))
+            return _type_sig(v.type)
         if type(v) is tuple:
             return ("()",) + tuple(sig(x) for x in v)
         hash(v)  # a constexpr or a dtype: part of the key by value
@@ -97,9 +128,7 @@ def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> tuple | None:
 
     try:
         parts = tuple((name, sig(v)) for name, v in kargs.items())
-        key = (id(rw.fn), mode, settings, parts, env_of(rw))
-        hash(key)
-        return key
+        return Key((id(rw.fn), mode, settings, parts, env_of(rw)))
     except TypeError:
         return None
 
@@ -162,7 +191,7 @@ def inputs_of(kargs: dict) -> list:
     return out
 
 
-def candidates(key: tuple | None) -> list["Trace"]:
+def candidates(key: Key | None) -> list["Trace"]:
     if key is None or not ENABLED:
         return []
     with _lock:
@@ -173,7 +202,7 @@ def candidates(key: tuple | None) -> list["Trace"]:
         return list(e.traces)
 
 
-def recordable(key: tuple | None, keep: Any = None) -> bool:
+def recordable(key: Key | None, keep: Any = None) -> bool:
     """Whether this launch should record: not on a specialisation's first launch (which only notes the
     key: recording costs a little and a launch that never recurs gains nothing from it), then while its
     replays have not failed too often."""
@@ -189,7 +218,7 @@ def recordable(key: tuple | None, keep: Any = None) -> bool:
         return e.fails < MAX_FAILS
 
 
-def store(key: tuple, trace: "Trace", keep: Any) -> None:
+def store(key: Key, trace: "Trace", keep: Any) -> None:
     with _lock:
         e = _cache.get(key)
         if e is None:
@@ -201,7 +230,7 @@ def store(key: tuple, trace: "Trace", keep: Any) -> None:
         stats["recorded"] += 1
 
 
-def failed(key: tuple, trace: "Trace") -> None:
+def failed(key: Key, trace: "Trace") -> None:
     """A replay of ``trace`` diverged after its start or raised: drop it, count it against the key."""
     with _lock:
         e = _cache.get(key)
@@ -416,8 +445,17 @@ class Recorder:
         if type(sca) is not tl.core.dtype or type(rs) is not tl.core.dtype or sca.name != rs.name \
                 or not sca.is_int() or sca.int_bitwidth >= 64 or op not in ("add", "sub", "mul"):
             return None
-        return (f"IR(v{self._slot(lhs.handle)}.data, v{self._slot(rhs.handle)}.data, {op!r}, "
+        return (f"IR({self._operand_range(lhs.handle)}, {self._operand_range(rhs.handle)}, {op!r}, "
                 f"{sca.get_int_min_value()}, {sca.get_int_max_value()})")
+
+    def _operand_range(self, h: Any) -> str:
+        """An operand of the overflow pre-check: its data, or for a recorded constant (the same array at every
+        replay: an arange, a splat of a constexpr) its (min, max), found once here."""
+        s = self._slot(h)
+        data = h.data
+        if s not in self.dep and type(data) is np.ndarray and data.size and data.dtype.kind in "iu":
+            return f"({int(data.min())}, {int(data.max())})"
+        return f"v{s}.data"
 
     def _reduce_expr(self, args: tuple, kwargs: dict) -> str | None:
         """``tl.reduce(x, axis, combine_fn, keep_dims)`` as one numpy reduction (:func:`_reduce`) where the
@@ -640,5 +678,5 @@ class Trace:
                 interp().TensorHandle, in_range)
 
 
-__all__ = ["ENABLED", "Diverged", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
+__all__ = ["ENABLED", "Diverged", "Key", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
            "recordable", "store", "failed", "clear", "stats"]
