@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from gpuemu.errors import KernelFinding, InvalidArgument
 from tests.kernels_runtime import gaps as G
@@ -134,6 +135,61 @@ def test_arena_rejects_unknown_and_misaligned_pointers():
         arena.translate(np.array([ptr + 2], dtype=np.uint64), None, 4, "read")
     real = arena.translate(np.array([ptr, ptr + 28], dtype=np.uint64), None, 4, "read")
     assert int(real[1]) - int(real[0]) == 28 and int(real[0]) == t.data_ptr()
+
+
+def test_a_pointer_block_leaving_its_tensor_is_not_gathered_but_left_to_the_lane_by_lane_path():
+    """Arena.gather / scatter (numpy over the argument's bytes) take a pointer block only where every active
+    lane is in bounds of one argument and aligned; anything else (before the view, past it, misaligned) is
+    left to translate(), which reports it."""
+    from gpuemu.runtime.memory import Arena
+
+    base = torch.arange(16, dtype=torch.float32)
+    view = base[4:12]  # the storage continues on both sides
+    arena = Arena()
+    p = arena.add(view, "v")
+    f32, every = np.dtype(np.float32), np.ones(2, dtype=bool)
+
+    def at(*offsets):
+        return np.array([p + o for o in offsets], dtype=np.uint64)
+
+    assert arena.gather(at(0, 28), every, None, f32).tolist() == [4.0, 11.0]
+    assert arena.gather(at(-4, 0), every, None, f32) is None  # one element before the view
+    assert arena.gather(at(0, 32), every, None, f32) is None  # one past its end
+    assert arena.gather(at(0, 2), every, None, f32) is None  # misaligned
+    assert arena.gather(at(-4, 4), np.array([False, True]), None, f32).tolist() == [0.0, 5.0]  # masked: unchecked
+    assert not arena.scatter(at(28, 30), np.zeros(2, dtype=np.float32), every)  # a misaligned store
+    assert arena.scatter(at(0, 28), np.array([-1.0, -2.0], dtype=np.float32), every)
+    assert base.tolist()[3:13] == [3.0, -1.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, -2.0, 12.0]
+
+
+def test_arguments_bind_as_inspect_binds_them():
+    """executor._Signature.bind (a launch's arguments by parameter, defaults applied) gives inspect's answer,
+    in parameter order, and inspect's error for a call that does not bind; keywords the kernel does not take
+    (num_warps, ...) are left out."""
+    import inspect
+
+    from gpuemu.runtime.executor import _Signature
+
+    def k(x_ptr, y_ptr, n, stride=7, BLOCK: tl.constexpr = 16):
+        pass
+
+    def inspected(args, kwargs):
+        b = inspect.signature(k).bind(*args, **{n: v for n, v in kwargs.items() if n != "num_warps"})
+        b.apply_defaults()
+        return dict(b.arguments)
+
+    sig = _Signature(k)
+    for args, kwargs in [((1, 2, 3), {}), ((1, 2), {"n": 3}), ((1, 2, 3, 4), {"BLOCK": 32, "num_warps": 4}),
+                         ((1,), {"n": 3, "y_ptr": 2}), ((), {"stride": 1, "x_ptr": 1, "y_ptr": 2, "n": 3}),
+                         ((1, 2, 3, 4, 64), {})]:
+        got, want = sig.bind(args, kwargs), inspected(args, kwargs)
+        assert got == want and list(got) == list(want), (args, kwargs)
+    for args, kwargs in [((1, 2), {}), ((1, 2, 3), {"n": 4}), ((1, 2, 3, 4, 5, 6), {})]:
+        with pytest.raises(TypeError) as ours:
+            sig.bind(args, kwargs)
+        with pytest.raises(TypeError) as theirs:
+            inspected(args, kwargs)
+        assert str(ours.value) == str(theirs.value)
 
 
 def test_distinct_shows_tiles_of_a_batched_store_and_never_a_repeated_element():

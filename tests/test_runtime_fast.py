@@ -305,3 +305,55 @@ def test_in_range_is_the_interval_bound_of_the_overflow_check():
     assert not in_range(neg, np.array([-2**15 - 1], dtype=np.int32), "mul", lo, hi)  # 2**31 + 2**16
     assert not in_range(neg, np.array([2**16, -2**16], dtype=np.int32), "mul", lo, hi)  # (-2**16) * (-2**16)
     assert not in_range(np.array([], dtype=np.int32), a, "add", lo, hi)  # nothing shown
+    # an operand given as its (min, max), as a replay gives a recorded constant's: the same answers
+    assert in_range((0, 2**30), np.array([2**30 - 1], dtype=np.int32), "add", lo, hi)
+    assert not in_range(a, (0, 2**30), "add", lo, hi)
+    assert in_range(neg, (-2**15 + 1, 2**15 - 1), "mul", lo, hi) and not in_range((-2**16, 3), (-2**15, 0), "mul", lo, hi)
+
+
+def test_a_language_changed_after_the_kernel_replays_is_patched_as_it_is_now(rt, monkeypatch):
+    """A launch that replays a recording without Triton's language patches (lean) checks the language against
+    the plan first: a builtin swapped after the kernel replayed is seen, and the kernel runs as it reads now."""
+    from gpuemu.runtime import trace
+
+    x, y = torch.tensor([-1.0, 2.0, -3.0, 4.0]), torch.empty(4)
+    for _ in range(3):  # noted, recorded, replayed
+        _max_kernel[(1,)](x, y, BLOCK=4)
+    replayed = trace.stats["replayed"]
+    _max_kernel[(1,)](x, y, BLOCK=4)
+    assert trace.stats["replayed"] == replayed + 1 and y.tolist() == [0.0, 2.0, 0.0, 4.0]
+    monkeypatch.setattr(tl, "maximum", tl.minimum)
+    _max_kernel[(1,)](x, y, BLOCK=4)
+    assert y.tolist() == [-1.0, 0.0, -3.0, 0.0]
+
+
+def test_the_plan_check_sees_a_replaced_a_deleted_and_an_inherited_attribute():
+    """fast._Plan.unchanged reads most attributes from their object's own dict at once: a replaced value, a
+    deleted one and a changed inherited one (read with getattr) are each seen."""
+    import types
+
+    def f1():
+        pass
+
+    def f2():
+        pass
+
+    class Base:
+        g = f1
+
+    class Sub(Base):
+        pass
+
+    ns = types.SimpleNamespace(a=f1, b=f2)
+    plan = fast._Plan([(ns, "a", f1, f2), (ns, "b", f2, f1), (Sub, "g", f1, f2)])
+    assert len(plan.own) == 1 and len(plan.rest) == 1  # Sub.g is inherited: read with getattr
+    assert plan.unchanged()
+    ns.a = f2
+    assert not plan.unchanged()
+    ns.a = f1
+    del ns.b
+    assert not plan.unchanged()
+    ns.b = f2
+    assert plan.unchanged()
+    Base.g = f2
+    assert not plan.unchanged()

@@ -211,6 +211,27 @@ def test_the_corpus_replays_bit_for_bit(fresh):
     assert end["replayed"] - start["replayed"] >= 0.5 * checked, (start, end)
 
 
+def test_a_lean_replay_sets_the_builder_and_only_the_patches_a_replay_reaches():
+    """executor.Patches.for_replay: every instance overlay (the builder's methods) and, of the attributes set one
+    by one, only those named in REPLAY_REACHES (construction, dtype lookup, overflow and shape checks)."""
+    from gpuemu.runtime.executor import REPLAY_REACHES, Patches
+
+    class Builder:
+        pass
+
+    class Tensor:
+        pass
+
+    b, entries = Builder(), []
+    for i in range(Patches.OVERLAY_FROM):
+        entries.append((b, f"create_{i}", i))
+    entries += [(Tensor, "__init__", 1), (Tensor, "__add__", 2), (Tensor, "__bool__", 3), (tl, "load", 4)]
+    p = Patches(entries)
+    part = p.for_replay()
+    assert part.overlays == p.overlays and len(part.overlays[0][1]) == Patches.OVERLAY_FROM
+    assert part.names == ["__init__"] and set(part.names) <= REPLAY_REACHES and part is p.for_replay()
+
+
 def test_a_lean_replay_leaves_the_language_and_the_builder_as_they_were(fresh):
     """A replay that skips Triton's language patches still sets and restores the runtime's own: after it,
     triton.language, tl.tensor and the interpreter's builder hold exactly what they held before."""
@@ -230,7 +251,7 @@ def test_a_lean_replay_leaves_the_language_and_the_builder_as_they_were(fresh):
     finally:
         executor._lean = real
     after = (dict(vars(tl)), dict(vars(tl.core)), dict(vars(tl.core.tensor)), dict(vars(builder)))
-    assert len(leans) == 1 and leans[0] is not None  # (mode, trace key): the launch was lean
+    assert len(leans) == 1 and leans[0] is not None  # (mode, trace key, traces): the launch was lean
     for b, a in zip(before, after):
         assert b.keys() == a.keys()
         changed = [k for k in b if b[k] is not a[k]]
