@@ -357,3 +357,29 @@ def test_the_plan_check_sees_a_replaced_a_deleted_and_an_inherited_attribute():
     assert plan.unchanged()
     Base.g = f2
     assert not plan.unchanged()
+
+
+def test_value_handles_are_built_and_checked_as_the_interpreter_builds_them():
+    """fast.install's TensorHandle constructor: the dataclass's fields (a fresh attr dict each, or the one
+    given) and its size check (data wider than the type is refused with the interpreter's error; pointers and
+    int1 pass as they do)."""
+    from gpuemu.runtime import _compat
+    from gpuemu.runtime.executor import _Scope
+
+    TH = _compat.interp().TensorHandle
+    scope = _Scope()
+    fast.install(scope)
+    try:
+        a, b = TH(np.zeros(2, dtype=np.float32), tl.float32), TH(np.zeros(2, dtype=np.float32), tl.float32)
+        assert a.attr == {} and a.attr is not b.attr and a.dtype is tl.float32
+        given = {"_rank": 1}
+        assert TH(np.zeros(2, dtype=np.int32), tl.int32, given).attr is given
+        assert TH(data=np.zeros(1, dtype=np.uint64), dtype=tl.pointer_type(tl.float32)).data.size == 1
+        assert TH(np.zeros(3, dtype=bool), tl.int1).dtype is tl.int1
+        with pytest.raises(ValueError, match="exceeds dtype primitive_bitwidth"):
+            TH(np.zeros(2, dtype=np.float64), tl.float32)
+    finally:
+        scope.restore()
+    with pytest.raises(ValueError, match="exceeds dtype primitive_bitwidth"):  # and Triton's own, after
+        TH(np.zeros(2, dtype=np.float64), tl.float32)
+    assert "__init__" not in vars(TH) or vars(TH)["__init__"].__module__ != "gpuemu.runtime.fast"

@@ -313,6 +313,23 @@ def install(scope: Any) -> None:
 
     scope.set(it, "_get_np_dtype", get_np_dtype)
 
+    # the interpreter's value handle (a dataclass: generated __init__, then __post_init__'s size check): the
+    # same fields; the check decided here where the data is an array no wider than a scalar type's width,
+    # else by the class's own __post_init__ (pointers, int1, anything wider, which it refuses)
+    TH = it.TensorHandle
+    post = TH.__post_init__
+    no_attr = _MISSING
+    ndarray = np.ndarray
+
+    def handle_init(self, data, dtype, attr=no_attr):
+        self.data = data
+        self.dtype = dtype
+        self.attr = {} if attr is no_attr else attr
+        if type(dtype) is not scalar or type(data) is not ndarray or data.itemsize * 8 > dtype.primitive_bitwidth:
+            post(self)
+
+    scope.set(TH, "__init__", handle_init)
+
 
 # ---------------------------------------------------------------------- binary operators
 # ``a + b`` on tl.tensors goes: the interpreter's wrapper, tl.tensor.__add__, tl.add, semantic.add,
