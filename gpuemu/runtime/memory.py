@@ -218,7 +218,8 @@ class Arena:
         d = sel - np.uint64(r.base + r.lo)
         if int(d.max()) > r.hi - r.lo - size or (size > 1 and int(np.bitwise_or.reduce(d)) & (size - 1)):
             return None
-        return view[0], (d >> np.uint64(size.bit_length() - 1)).astype(np.intp), every
+        idx = d >> np.uint64(size.bit_length() - 1)  # a new array of indices below the view's length
+        return view[0], (idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)), every
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
                npd: np.dtype) -> np.ndarray | None:
