@@ -509,8 +509,8 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         try:
-            lean_key = _lean(state, rw, kargs, settings, grid3)
-            lean = lean_key is not None
+            lean_found = _lean(state, rw, kargs, settings, grid3)
+            lean = lean_found is not None
             lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
@@ -518,7 +518,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             passes = _Passes(rw, kargs, settings, state, builder)
             passes.lean = lean
             if lean:
-                passes.keys[lean_key[0]] = lean_key[1:]
+                passes.found[lean_found[0]] = lean_found[1:]
             with np.errstate(all="ignore"):
                 try:
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
@@ -529,7 +529,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                         lang_scope = _patch(scope, state, fn)
                         builder.set_grid_dim(*grid3)  # (the builder's patched dict was put back with the rest)
                         passes.lean = False
-                        passes.keys.clear()  # (the patch plan, part of a key, may be recorded anew)
+                        passes.found.clear()  # (the patch plan, part of a key, may be recorded anew)
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
@@ -584,12 +584,12 @@ class _Passes:
         self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
         self.snap: list | None = None
         self.lean = False  # set by the launch: no language patches in place (see _lean)
-        self.keys: dict[str, tuple] = {}  # mode -> (trace key, its traces) as _lean found them (valid while lean)
+        self.found: dict[str, tuple] = {}  # mode -> (trace key, its traces) as _lean found them (valid while lean)
 
     def body(self, mode: str) -> Callable:
         if self.plain:
             return self.rw.fn
-        found = self.keys.get(mode)
+        found = self.found.get(mode)
         key = found[0] if found else trace.key_of(self.rw, mode, self.settings, self.kargs)
         if key is None:
             return self.rw.fn

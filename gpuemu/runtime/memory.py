@@ -144,16 +144,24 @@ class Arena:
             out = np.where(sub, part, out)
         return out
 
-    def _one_region(self, sel, size: int):
-        """The one region holding every address of ``sel`` and the ``size`` bytes at each, or None."""
-        lo_a, hi_a = int(sel.min()), int(sel.max())
-        rid = lo_a >> WINDOW_SHIFT
-        if rid != hi_a >> WINDOW_SHIFT or not 1 <= rid <= len(self.regions):
+    def _one_region(self, sel: np.ndarray, size: int) -> tuple[Region, np.ndarray] | None:
+        """(the region, each address's offset from the region's first valid byte) where every address of ``sel``
+        (uint64, non-empty) lies in one region with room for ``size`` bytes and its host address is a multiple of
+        ``size``; None otherwise. The region is the first address's: the offsets are taken modulo 2**64, so an
+        address before it wraps past any extent, and the largest offset bounds them all; an access is aligned
+        when no offset, moved by the region's own host misalignment, has a low bit."""
+        rid = int(sel.flat[0]) >> WINDOW_SHIFT
+        if not 1 <= rid <= len(self.regions):
             return None
         r = self.regions[rid - 1]
-        if lo_a - r.base < r.lo or hi_a - r.base + size > r.hi:
+        d = sel - np.uint64(r.base + r.lo)
+        if int(d.max()) > r.hi - r.lo - size:
             return None
-        return r
+        if size > 1:
+            skew = (r.host_ptr + r.lo) % size  # a lane's host address: host_ptr + lo + its offset
+            if int(np.bitwise_or.reduce(d + np.uint64(skew) if skew else d, axis=None)) & (size - 1):
+                return None
+        return r, d
 
     def _translate_fast(self, addr: np.ndarray, active: np.ndarray | None, size: int) -> np.ndarray | None:
         """The common case in a few whole-array operations: every active lane in one argument, in bounds
@@ -167,14 +175,12 @@ class Arena:
             sel, every = addr[active], False
             if sel.size == 0:
                 return None
-        r = self._one_region(sel, size)
-        if r is None:
+        hit = self._one_region(sel, size)
+        if hit is None:
             return None
-        base = r.base
-        delta = np.uint64((r.host_ptr - base) % (1 << 64))  # virtual -> host, modulo 2**64 as uint64 adds
+        r = hit[0]
+        delta = np.uint64((r.host_ptr - r.base) % (1 << 64))  # virtual -> host, modulo 2**64 as uint64 adds
         real = addr + delta
-        if size > 1 and ((real if every else sel + delta) & np.uint64(size - 1)).any():
-            return None
         if every:
             return real
         return np.where(active, real, np.uint64(r.host_ptr + (r.lo if r.hi > r.lo else 0)))
@@ -205,18 +211,12 @@ class Arena:
         sel = addr.reshape(-1) if every else addr[mask]
         if sel.size == 0:
             return None
-        rid = int(sel[0]) >> WINDOW_SHIFT  # the region of the first active lane: every other must be in it
-        if not 1 <= rid <= len(self.regions):
+        hit = self._one_region(sel, size)
+        if hit is None:
             return None
-        r = self.regions[rid - 1]
+        r, d = hit  # (d: byte offsets from the view's first element)
         view = self._view(r, npd)
         if view is None:
-            return None
-        # each active lane's offset from the view's first element, modulo 2**64 (a lane before it wraps past
-        # any extent): all in bounds when the largest leaves room for one element, all aligned when no offset
-        # has a low bit (the view's first element is aligned: so is an address exactly when its offset is)
-        d = sel - np.uint64(r.base + r.lo)
-        if int(d.max()) > r.hi - r.lo - size or (size > 1 and int(np.bitwise_or.reduce(d)) & (size - 1)):
             return None
         idx = d >> np.uint64(size.bit_length() - 1)  # a new array of indices below the view's length
         return view[0], (idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)), every
