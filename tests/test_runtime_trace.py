@@ -256,3 +256,52 @@ def test_a_lean_replay_leaves_the_language_and_the_builder_as_they_were(fresh):
         assert b.keys() == a.keys()
         changed = [k for k in b if b[k] is not a[k]]
         assert set(changed) <= {"grid_idx", "grid_dim"}, changed  # the builder's place in the grid is per launch
+
+
+def _traces():
+    return [t for e in trace._cache.values() for t in e.traces]
+
+
+def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fresh):
+    """Recorder._direct: the divide, the index arithmetic and the pointer offsets of _scale_rows replay as
+    numpy expressions, and the splats that widened a per-program sum or pointer are not built at all (numpy
+    broadcasts their operands alike); the bits are those of the builder's calls."""
+    x = torch.randn(5, 37)
+    for _ in range(3):
+        y = torch.empty_like(x)
+        _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+    (t,) = _traces()
+    live = [ln.strip() for ln in t.source.splitlines() if not ln.strip().startswith("IR(")]
+    assert not any("b.create_fdiv" in ln or "b.create_addptr" in ln or "b.create_splat" in ln for ln in live), \
+        t.source
+    assert any(ln.startswith("v") and " = TH(C[" in ln and "[:, None]" in ln for ln in live), t.source
+    trace.DIRECT = False
+    try:
+        trace.clear()
+        for _ in range(3):
+            z = torch.empty_like(x)
+            _scale_rows[(5,)](x, z, 37, x.stride(0), BLOCK=64)
+        (t_off,) = _traces()
+        assert "b.create_fdiv" in t_off.source
+    finally:
+        trace.DIRECT = True
+    assert same_bits(y, z)
+
+
+def test_a_method_the_interpreter_computes_otherwise_keeps_the_builders_call(fresh, monkeypatch):
+    """_direct_ops checks each numpy stand-in against the interpreter's own method once per process: one
+    that differs (here a create_fsub that rounds to fp16 on the way) is not taken, and the replay runs the
+    builder's method."""
+    from gpuemu.runtime import _compat
+
+    cls = type(_compat.builder())
+    own = cls.__dict__["create_fsub"]
+
+    def fsub_via_fp16(self, lhs, rhs):
+        out = own(self, lhs, rhs)
+        return type(out)(out.data.astype(np.float16).astype(out.data.dtype), out.dtype)
+
+    monkeypatch.setattr(trace, "_direct_checked", None)
+    monkeypatch.setattr(cls, "create_fsub", fsub_via_fp16)
+    ops = trace._direct_ops()
+    assert "create_fsub" not in ops and "create_fadd" in ops

@@ -34,6 +34,7 @@ argument (a tensor descriptor, say), a result the recorder does not know, traces
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
@@ -267,6 +268,7 @@ class Recorder:
         self.const_ids: dict[int, int] = {}
         self.depth = 0
         self.ok = True
+        self.calls: dict[int, tuple] = {}  # line -> (builder method, arguments) of calls _direct may replace
         self.n_inputs = len(inputs)
         for h in inputs:
             self.dep.add(self._define(h))
@@ -353,6 +355,73 @@ class Recorder:
             self.dep.add(s)
         self.lines.append((f"v{s} = {expr}" + ("" if handles else ".handle"), s, folded))
 
+    def _note_builder(self, name: str, f: Callable, args: tuple, kwargs: dict, out: Any, expr: str,
+                      pure: bool) -> None:
+        n = len(self.lines)
+        self._outputs(out, expr, True, pure)
+        if not kwargs and len(self.lines) == n + 1 and not self.lines[n][2] and (
+                name in _DIRECT and getattr(f, "__module__", None) in _DIRECT_FROM or name in _WIDENING):
+            self.calls[n] = (name, args)
+
+    def _direct(self) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
+        """Lines that compute in numpy directly instead of calling the builder: a call of an elementwise
+        method (:data:`_DIRECT`) that is the interpreter's own (or the runtime's numerics wrapper, which
+        changes nothing but bf16) on handles none of which is bf16, whose numpy function is shown, once per
+        process, to give the interpreter's method's result bit for bit (:func:`_direct_ops`), and whose
+        result at recording had the numpy function's own dtype (so the interpreter did not cast it) and is
+        reproduced bit for bit from the recorded operands. An operand that a splat or broadcast widened is
+        taken before it where numpy's broadcasting gives the same result (checked the same way), so the
+        block need not be built. Returns (line -> its code, widened slot -> (its operand's data expression,
+        the widening call to run again where it is still needed))."""
+        ops = _direct_ops()
+        TH = self.TH
+        widened: dict[int, tuple] = {}  # slot -> (operand expression shaped to broadcast alike, its data, the
+        #                                 operand's own data expression, the call that widened it)
+        for n, (name, args) in self.calls.items():
+            code, s, _ = self.lines[n]
+            if name not in _WIDENING or s is None:
+                continue
+            src = args[1] if name == "create_splat" else args[0]
+            if type(src) is not TH or type(src.data) is not np.ndarray or self.slots.get(id(src)) is None:
+                continue
+            data, r, own = src.data, self.handles[s].data.ndim, f"{self._enc(src)}.data"
+            call = code.split(" = ", 1)[1]
+            attr = getattr(self.handles[s], "attr", None)
+            if attr:  # (the handle the call makes again gets the attributes it had)
+                call = f"{self._const(_with_attr)}({call}, {self._const(dict(attr))})"
+            if name == "create_splat" and data.ndim == 1 and data.size > 1:  # one value per program
+                widened[s] = (f"{own}[:{', None' * (r - 1)}]", data.reshape((data.size,) + (1,) * (r - 1)), own, call)
+            else:
+                widened[s] = (own, data, own, call)
+        out: dict[int, str] = {}
+        for n, (name, args) in self.calls.items():
+            fn = ops.get(name)
+            code, s, _ = self.lines[n]
+            if fn is _AddPtr:
+                elt = getattr(getattr(args[0], "dtype", None), "element_ty", None)
+                fn = _AddPtr(max(1, elt.primitive_bitwidth // 8)) if elt is not None else None
+            if fn is None or s is None or any(type(a) is not TH or type(a.data) is not np.ndarray
+                                              or getattr(a.dtype, "name", "") == "bf16" for a in args):
+                continue
+            h = self.handles[s]
+            want = h.data
+            if type(want) is not np.ndarray:
+                continue
+            plain = [(f"{self._enc(a)}.data", a.data) for a in args]
+            narrow = [widened[self.slots[id(a)]][:2] if self.slots.get(id(a)) in widened else p
+                      for a, p in zip(args, plain)]
+            tries = [narrow, plain] if [e for e, _ in narrow] != [e for e, _ in plain] else [plain]
+            for operands in tries:
+                try:
+                    got = fn(*(d for _, d in operands))
+                except Exception:  # noqa: BLE001 - the builder's call stays
+                    continue
+                if got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes():
+                    out[n] = f"v{s} = TH({self._const(fn)}({', '.join(e for e, _ in operands)}), " \
+                             f"{self._const(h.dtype)})"
+                    break
+        return out, {s: (w[2], w[3]) for s, w in widened.items()}
+
     def _fail(self) -> None:
         self.ok = False
         stats["untraceable"] += 1
@@ -388,7 +457,7 @@ class Recorder:
             if rec.depth or not rec.ok:  # the hot path, before building the closures below
                 return f(*args, **kwargs)
             return rec._record_then_run(f, args, kwargs, lambda: rec._call(f"b.{name}", args, kwargs),
-                                        lambda out, expr: rec._outputs(out, expr, True, pure))
+                                        lambda out, expr: rec._note_builder(name, f, args, kwargs, out, expr, pure))
 
         return call
 
@@ -585,7 +654,6 @@ class Recorder:
             if self.ok:
                 stats["untraceable"] += 1
             return None
-        import re
 
         # the slots the live lines read, and of those the ones whose handle attributes (the batched grid's
         # "_rank") are read: by expand_dims and gather, maybe by what an opaque call runs; only those handles get
@@ -598,16 +666,32 @@ class Recorder:
             self.used |= slots
             if "create_expand_dims(" in code or "create_gather(" in code or "O[" in code:
                 ranked |= slots
+        direct, widened = self._direct() if DIRECT else ({}, {})
+        if widened:  # the overflow pre-check reads a widened block's range: its operand's is the same
+            for n, (code, _, folded) in enumerate(self.lines):
+                if not folded and code.startswith("IR(") and " or " in code:
+                    direct[n] = _narrow_check(code, widened)
         body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
         body += ["    " + g for g in self.guards_pre]
-        for code, s, folded in self.lines:
+        if direct:  # a splat or broadcast that only direct lines read, and those take its operand: not built
+            read: set[int] = set()
+            for n, (code, _, folded) in enumerate(self.lines):
+                if not folded:
+                    read |= {int(m) for m in _SLOT.findall(direct.get(n, code).split(" = ", 1)[-1])}
+            read |= {int(m) for g in self.guards_pre for m in _SLOT.findall(g)}
+            dead = {n for n, (name, _) in self.calls.items() if name in _WIDENING and self.lines[n][1] not in read}
+        else:
+            dead = set()
+        for n, (code, s, folded) in enumerate(self.lines):
             if folded:
                 if s is not None and s in self.used:
                     body.append(f"    v{s} = {self._const(self.handles[s])}")
                 continue
-            body.append("    " + code)
+            if n in dead:
+                continue
+            body.append("    " + direct.get(n, code))
             if s is not None and s in ranked:
                 attr = getattr(self.handles[s], "attr", None)
                 if attr:
@@ -628,6 +712,143 @@ class Recorder:
 
 
 _MISSING = object()
+
+DIRECT = True  # elementwise builder calls computed in numpy directly at replay (see Recorder._direct)
+
+
+class _AddPtr:
+    """``create_addptr`` for one element size: the pointers plus size times the offsets as uint64 (what the
+    interpreter computes; the probe in :func:`_direct_ops` shows it)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __call__(self, ptrs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        return ptrs + self.size * offsets.astype(np.uint64)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _AddPtr and other.size == self.size
+
+    def __hash__(self) -> int:
+        return hash(self.size)
+
+
+# builder methods a replay may compute directly: the numpy function the interpreter's method applies to
+# its operands' data (binary_op, unary_op, ternary_op(np.where))
+_DIRECT = {
+    "create_fadd": np.add, "create_fsub": np.subtract, "create_fmul": np.multiply, "create_fdiv": np.divide,
+    "create_add": np.add, "create_sub": np.subtract, "create_mul": np.multiply,
+    "create_minimumf": np.minimum, "create_maximumf": np.maximum, "create_minnumf": np.fmin,
+    "create_maxnumf": np.fmax, "create_minsi": np.minimum, "create_maxsi": np.maximum,
+    "create_and": np.bitwise_and, "create_or": np.bitwise_or, "create_xor": np.bitwise_xor,
+    "create_icmpSLT": np.less, "create_icmpSLE": np.less_equal, "create_icmpSGT": np.greater,
+    "create_icmpSGE": np.greater_equal, "create_icmpEQ": np.equal, "create_icmpNE": np.not_equal,
+    "create_fcmpOLT": np.less, "create_fcmpOLE": np.less_equal, "create_fcmpOGT": np.greater,
+    "create_fcmpOGE": np.greater_equal, "create_fcmpOEQ": np.equal, "create_fcmpUNE": np.not_equal,
+    "create_exp": np.exp, "create_exp2": np.exp2, "create_log": np.log, "create_log2": np.log2,
+    "create_sqrt": np.sqrt, "create_precise_sqrt": np.sqrt, "create_fneg": np.negative,
+    "create_select": np.where, "create_addptr": _AddPtr,
+}
+_DIRECT_FROM = ("triton.runtime.interpreter", "gpuemu.runtime.numerics")
+
+
+_WIDENING = ("create_splat", "create_broadcast")  # their operand may stand in for them in a direct line
+
+
+def _with_attr(h: Any, attr: dict) -> Any:
+    h.attr.update(attr)
+    return h
+
+
+def _narrow_check(code: str, widened: dict[int, tuple[str, str]]) -> str:
+    """An overflow pre-check line (``IR(a, b, ...) or O[k](...)``) reading each widened block's range from
+    its operand (the same values), and rebuilding the block only in the check that runs when the pre-check
+    cannot show the operation safe."""
+    pre, rest = code.split(" or ", 1)
+    pre = re.sub(r"\bv(\d+)\.data\b", lambda m: widened[int(m.group(1))][0] if int(m.group(1)) in widened
+                 else m.group(0), pre)
+    rest = _SLOT.sub(lambda m: widened[int(m.group(1))][1] if int(m.group(1)) in widened else m.group(0), rest)
+    return pre + " or " + rest
+_SLOT = re.compile(r"\bv(\d+)\b")
+_direct_checked: dict[str, Callable] | None = None
+
+
+def _direct_ops() -> dict[str, Callable]:
+    """The entries of :data:`_DIRECT` whose numpy function gives the interpreter's own method's result bit
+    for bit, shown once per process on probe operands (fp32, fp16 and fp64 values with zeros, infinities,
+    NaN and subnormals; int32 and int64 values with both extremes; a boolean mask), so a Triton whose
+    interpreter computes one of them otherwise keeps the builder's call for it."""
+    global _direct_checked
+    if _direct_checked is not None:
+        return _direct_checked
+    from ._compat import builder as make_builder
+    from ._compat import interp
+
+    import triton.language as tl
+
+    it, b = interp(), make_builder()
+    TH = it.TensorHandle
+    rng = np.random.default_rng(0)
+    specials = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.4e38, 88.7, -103.9, 0.5]
+    probes: dict[str, list] = {}
+    for npd, ty in ((np.float32, tl.float32), (np.float16, tl.float16), (np.float64, tl.float64)):
+        with np.errstate(all="ignore"):  # (fp16: 3.4e38 becomes inf)
+            x = np.concatenate([np.array(specials), rng.standard_normal(51) * 40]).astype(npd)
+        probes.setdefault("f", []).append((TH(x, ty), TH(np.roll(x, 7), ty)))
+    for npd, ty in ((np.int32, tl.int32), (np.int64, tl.int64)):
+        info = np.iinfo(npd)
+        x = np.concatenate([np.array([0, 1, -1, info.min, info.max, 7, -7], dtype=npd),
+                            rng.integers(-1000, 1000, 57).astype(npd)])
+        probes.setdefault("i", []).append((TH(x, ty), TH(np.roll(x, 5), ty)))
+    cond = TH(rng.random(64) < 0.5, tl.int1)
+    ok: dict[str, Callable] = {}
+    cls = type(b)
+    for name, fn in _DIRECT.items():
+        meth = getattr(cls, name, None)
+        if meth is None:
+            continue
+        if fn is _AddPtr:
+            try:
+                good = True
+                for ty in (tl.float32, tl.float16, tl.int8, tl.int64, tl.int1):
+                    pt = tl.pointer_type(ty)
+                    size = max(1, ty.primitive_bitwidth // 8)
+                    p = TH(np.array([1 << 45, (1 << 45) + 8 * 7, 2**63 + 5], dtype=np.uint64), pt)
+                    for x, _ in probes["i"]:
+                        o = TH(x.data[:3], x.dtype)
+                        want, got = np.asarray(meth(b, p, o).data), _AddPtr(size)(p.data, o.data)
+                        good &= want.dtype == got.dtype and want.shape == got.shape and want.tobytes() == got.tobytes()
+                if good:
+                    ok[name] = fn
+            except Exception:  # noqa: BLE001 - not computed directly
+                pass
+            continue
+        kinds = ("f",) if name.startswith(("create_f", "create_exp", "create_log", "create_sqrt", "create_precise",
+                                           "create_min", "create_max")) and not name.endswith("si") else ("i",)
+        if name == "create_select":
+            kinds = ("f", "i")
+        try:
+            with np.errstate(all="ignore"):
+                good = True
+                for kind in kinds:
+                    for x, y in probes[kind]:
+                        if name == "create_select":
+                            want, got = meth(b, cond, x, y).data, fn(cond.data, x.data, y.data)
+                        elif fn in (np.exp, np.exp2, np.log, np.log2, np.sqrt, np.negative):
+                            want, got = meth(b, x).data, fn(x.data)
+                        else:
+                            want, got = meth(b, x, y).data, fn(x.data, y.data)
+                        want = np.asarray(want)
+                        if want.dtype != got.dtype or want.shape != got.shape or want.tobytes() != got.tobytes():
+                            good = False
+                if good:
+                    ok[name] = fn
+        except Exception:  # noqa: BLE001 - a method this probe cannot call: not computed directly
+            continue
+    _direct_checked = ok
+    return ok
 
 
 def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, rank: int, TH: Any) -> Any:
