@@ -231,6 +231,52 @@ def test_distinct_shows_tiles_of_a_batched_store_and_never_a_repeated_element():
     assert _distinct(np.array([3, 2, 1]), np.ones(3, dtype=bool), True) is False  # one program, not increasing
 
 
+def test_distinct_marked_shows_interleaved_tiles_and_never_a_repeated_element():
+    """memory._distinct_marked: exact for indices in any order (the tiles of a 2-D grid interleave in memory,
+    which _distinct cannot show); a repeat anywhere is never shown distinct; a table much larger than the
+    indices is not built (not shown)."""
+    from gpuemu.runtime.memory import _distinct, _distinct_marked
+
+    # a 4x4 output in 2x2 tiles, programs (0,0) (0,1) (1,0) (1,1): each tile's rows interleave with the next's
+    tiles = np.array([0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15])
+    assert _distinct_marked(tiles, 16)
+    assert not _distinct(tiles, np.ones((4, 4), dtype=bool), True)
+    for i in range(16):
+        repeated = tiles.copy()
+        repeated[i] = tiles[(i + 5) % 16]
+        assert not _distinct_marked(repeated, 16)
+    assert not _distinct_marked(np.arange(4), 1 << 20)  # would need a table of 2**20 flags for 4 indices
+    assert _distinct_marked(np.array([7]), 1 << 20)
+
+
+def test_interleaved_tiles_of_a_2d_grid_store_with_numpy_and_equal_one_program_at_a_time(rt, monkeypatch):
+    """The stores of a tiled matmul (grid 2 x 3, tiles interleaving in the output) take the numpy scatter,
+    not Triton's lane by lane store, and the result is the sequential runtime's bit for bit."""
+    from gpuemu.runtime import memory
+    from tests.kernels_runtime import gaps
+
+    a, b = torch.randn(40, 24), torch.randn(24, 48)
+    outs = {}
+    for grid in ("sequential", "batched"):
+        rt.configure(grid=grid)
+        c = torch.full((40, 48), float("nan"))
+        gaps.tiled_matmul[(2, 3)](a, b, c, 40, 48, 24, BM=32, BN=16, BK=8)
+        outs[grid] = c
+    assert torch.equal(outs["sequential"].view(torch.int32), outs["batched"].view(torch.int32))
+    lane_by_lane = []
+    native_store = memory.Arena.scatter
+
+    def scatter(self, addr, value, mask):
+        ok = native_store(self, addr, value, mask)
+        lane_by_lane.append(not ok)
+        return ok
+
+    monkeypatch.setattr(memory.Arena, "scatter", scatter)
+    rt.configure(grid="batched")
+    gaps.tiled_matmul[(2, 3)](a, b, torch.empty(40, 48), 40, 48, 24, BM=32, BN=16, BK=8)
+    assert lane_by_lane == [False]
+
+
 # ---------------------------------------------------------------------- findings and errors
 def test_endless_loop_is_a_timeout_finding_not_a_hang(rt):
     rt.configure(timeout_s=0.5)

@@ -244,7 +244,7 @@ class Arena:
         if hit is None:
             return False
         arr, idx, every = hit
-        if not _distinct(idx, mask, every):
+        if not (_distinct_marked(idx, arr.size) or _distinct(idx, mask, every)):
             return False
         arr[idx] = value.reshape(-1) if every else value[mask]
         return True
@@ -317,6 +317,18 @@ def _distinct(idx: np.ndarray, mask: np.ndarray, every: bool) -> bool:
     first, last = idx[starts[live]], idx[ends[live] - 1]
     order = np.argsort(first, kind="stable")
     return bool((first[order][1:] > last[order][:-1]).all())
+
+
+def _distinct_marked(idx: np.ndarray, n: int) -> bool:
+    """Whether the element indices ``idx`` (each below ``n``) are pairwise distinct, by marking each one in
+    a table of ``n`` flags: exact, for any order (the tiles of a 2-D grid interleave, which
+    :func:`_distinct` cannot show), and fewer numpy calls than it; only where the table is not much larger
+    than the indices (False: not shown)."""
+    if n > max(8 * idx.size, 1 << 16) or idx.size < 2:
+        return idx.size < 2
+    mark = np.zeros(n, dtype=np.bool_)
+    mark[idx] = True
+    return int(np.count_nonzero(mark)) == idx.size
 
 
 # ---------------------------------------------------------------------- describing arguments

@@ -256,3 +256,19 @@ def flag_kernel(x_ptr, y_ptr, n, negate, BLOCK: tl.constexpr):
 @triton.jit
 def block_sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     tl.store(y_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
+
+
+@triton.jit
+def tiled_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = a @ b (contiguous), one BM x BN tile per program of a 2-D grid: the tiles of one row of programs
+    interleave in c's memory."""
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    om = pm * BM + tl.arange(0, BM)
+    on = pn * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        ok = k + tl.arange(0, BK)
+        x = tl.load(a_ptr + om[:, None] * K + ok[None, :], mask=(om[:, None] < M) & (ok[None, :] < K), other=0.0)
+        y = tl.load(b_ptr + ok[:, None] * N + on[None, :], mask=(ok[:, None] < K) & (on[None, :] < N), other=0.0)
+        acc += tl.dot(x, y, input_precision="ieee")
+    tl.store(c_ptr + om[:, None] * N + on[None, :], acc, mask=(om[:, None] < M) & (on[None, :] < N))
