@@ -360,7 +360,8 @@ class Recorder:
         n = len(self.lines)
         self._outputs(out, expr, True, pure)
         if not kwargs and len(self.lines) == n + 1 and not self.lines[n][2] and (
-                name in _DIRECT and getattr(f, "__module__", None) in _DIRECT_FROM or name in _WIDENING):
+                name in _DIRECT and getattr(f, "__module__", None) in _DIRECT_FROM or name in _WIDENING
+                or name == "create_expand_dims"):
             self.calls[n] = (name, args)
 
     def _direct(self) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
@@ -395,8 +396,20 @@ class Recorder:
                 widened[s] = (own, data, own, call)
         out: dict[int, str] = {}
         for n, (name, args) in self.calls.items():
-            fn = ops.get(name)
             code, s, _ = self.lines[n]
+            if name == "create_expand_dims":  # a view with a new axis: the recorded one shows where it goes
+                src, axis = args
+                if s is None or type(src) is not TH or type(src.data) is not np.ndarray or type(axis) is not int:
+                    continue
+                want = self.handles[s].data
+                for ax in (axis + 1, axis):  # (with a program axis in front, or without)
+                    if 0 <= ax <= src.data.ndim and type(want) is np.ndarray and want.dtype == src.data.dtype \
+                            and want.shape == src.data.shape[:ax] + (1,) + src.data.shape[ax:]:
+                        at = "".join(":, " for _ in range(ax)) + "None"
+                        out[n] = f"v{s} = TH({self._enc(src)}.data[{at}], {self._const(self.handles[s].dtype)})"
+                        break
+                continue
+            fn = ops.get(name)
             if fn is _AddPtr:
                 elt = getattr(getattr(args[0], "dtype", None), "element_ty", None)
                 fn = _AddPtr(max(1, elt.primitive_bitwidth // 8)) if elt is not None else None
