@@ -55,19 +55,36 @@ def _is_constexpr(param: inspect.Parameter) -> bool:
     return str(name).split(".")[-1] == "constexpr"
 
 
+_signatures: dict[int, tuple] = {}  # id(kernel function) -> (it, its code and defaults, signature, constexprs)
+
+
+def _signature(fn) -> tuple:
+    """(signature, names of its constexpr parameters) of a kernel's function, worked out once per function
+    while its code and defaults stay (inspect.signature alone was half of describing a launch)."""
+    hit = _signatures.get(id(fn))
+    now = (getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None))
+    if hit is None or hit[0] is not fn or hit[1] != now:
+        if len(_signatures) > 4096:
+            _signatures.clear()
+        sig = inspect.signature(fn)
+        hit = _signatures[id(fn)] = (fn, now, sig, frozenset(k for k, p in sig.parameters.items()
+                                                            if _is_constexpr(p)))
+    return hit[2], hit[3]
+
+
 def _describe(kernel_obj, args, grid, kwargs) -> Launch:
     fn = getattr(kernel_obj, "fn", None)
     name = getattr(fn, "__name__", type(kernel_obj).__name__)
     constexprs: dict[str, Any] = {}
     options: dict[str, Any] = {}
     try:
-        sig = inspect.signature(fn)
+        sig, constexpr_names = _signature(fn)
         params = sig.parameters
         call_kwargs = {k: v for k, v in kwargs.items() if k in params}
         options = {k: v for k, v in kwargs.items() if k not in params and _plain(v)}
         bound = sig.bind_partial(*args, **call_kwargs)
         bound.apply_defaults()
-        constexprs = {k: v for k, v in bound.arguments.items() if k in params and _is_constexpr(params[k]) and _plain(v)}
+        constexprs = {k: v for k, v in bound.arguments.items() if k in constexpr_names and _plain(v)}
         g = grid(dict(bound.arguments)) if callable(grid) else grid
         grid_t = tuple(int(x) for x in g) if g is not None else None
     except Exception:  # describing must never break the launch
