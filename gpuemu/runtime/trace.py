@@ -391,7 +391,8 @@ class Recorder:
             if attr:  # (the handle the call makes again gets the attributes it had)
                 call = f"{self._const(_with_attr)}({call}, {self._const(dict(attr))})"
             if name == "create_splat" and data.ndim == 1 and data.size > 1:  # one value per program
-                widened[s] = (f"{own}[:{', None' * (r - 1)}]", data.reshape((data.size,) + (1,) * (r - 1)), own, call)
+                widened[s] = (f"{own}[:{', None' * (r - 1)}]", data.reshape((data.size,) + (1,) * (r - 1)), own,
+                              call)
             else:
                 widened[s] = (own, data, own, call)
         out: dict[int, str] = {}
@@ -563,8 +564,9 @@ class Recorder:
         if type(sca) is not tl.core.dtype or sca.name not in ("fp32", "fp64", "int32", "int64"):
             return None
         std = tl.standard
-        op = {id(std._elementwise_max): np.nanmax, id(std._elementwise_min): np.nanmin,
-              id(std._sum_combine): np.sum}.get(id(fn))
+        # (the ufunc reductions np.nanmax / np.nanmin / np.sum run for an ndarray, without their Python wrappers)
+        op = {id(std._elementwise_max): np.fmax.reduce, id(std._elementwise_min): np.fmin.reduce,
+              id(std._sum_combine): np.add.reduce}.get(id(fn))
         rank = len(x.type.shape)
         if op is None or not 0 <= axis < rank:
             return None
@@ -765,9 +767,9 @@ _DIRECT = {
     "create_select": np.where, "create_addptr": _AddPtr,
 }
 _DIRECT_FROM = ("triton.runtime.interpreter", "gpuemu.runtime.numerics")
-
-
 _WIDENING = ("create_splat", "create_broadcast")  # their operand may stand in for them in a direct line
+_SLOT = re.compile(r"\bv(\d+)\b")
+_direct_checked: dict[str, Callable] | None = None
 
 
 def _with_attr(h: Any, attr: dict) -> Any:
@@ -784,8 +786,6 @@ def _narrow_check(code: str, widened: dict[int, tuple[str, str]]) -> str:
                  else m.group(0), pre)
     rest = _SLOT.sub(lambda m: widened[int(m.group(1))][1] if int(m.group(1)) in widened else m.group(0), rest)
     return pre + " or " + rest
-_SLOT = re.compile(r"\bv(\d+)\b")
-_direct_checked: dict[str, Callable] | None = None
 
 
 def _direct_ops() -> dict[str, Callable]:
@@ -832,7 +832,8 @@ def _direct_ops() -> dict[str, Callable]:
                     for x, _ in probes["i"]:
                         o = TH(x.data[:3], x.dtype)
                         want, got = np.asarray(meth(b, p, o).data), _AddPtr(size)(p.data, o.data)
-                        good &= want.dtype == got.dtype and want.shape == got.shape and want.tobytes() == got.tobytes()
+                        good &= want.dtype == got.dtype and want.shape == got.shape \
+                            and want.tobytes() == got.tobytes()
                 if good:
                     ok[name] = fn
             except Exception:  # noqa: BLE001 - not computed directly
@@ -866,7 +867,7 @@ def _direct_ops() -> dict[str, Callable]:
 
 def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, rank: int, TH: Any) -> Any:
     """What the launch's ``tl.reduce`` chain returns (as a handle) for one fp32/fp64/int32/int64 block
-    reduced by np.nanmax / np.nanmin / np.sum: the batched grid moves the axis behind the program axis and
+    reduced by np.nanmax / np.nanmin / np.sum (their ufunc reductions): the batched grid moves the axis behind the program axis and
     keeps a per-program scalar as one value per program; the interpreter's ReduceOps casts the result back
     to the input's type (or wraps a scalar in a one-element array)."""
     data = h.data
