@@ -173,12 +173,14 @@ def test_a_changed_module_global_is_a_new_specialisation(fresh, monkeypatch):
     assert torch.equal(y, x * 3)
 
 
-def test_the_corpus_replays_bit_for_bit(fresh):
+def test_the_corpus_replays_bit_for_bit(fresh, monkeypatch):
     """Every launcher of examples/kernels, fp32/fp16/bf16 batched and fp32 one program at a time: the first
-    launch (noting the specialisation), the second (recording) and the third (replaying) give the bits of a
-    launch with recording off."""
+    launch (noting the specialisation), the second (recording), the third (replaying as recorded) and the
+    fourth (replaying with direct lines: here trace.UPGRADE_AFTER = 1) give the bits of a launch with
+    recording off."""
     from gpuemu import cases, corpus, target
 
+    monkeypatch.setattr(trace, "UPGRADE_AFTER", 1)
     checked = 0
     unstable: list = []
     start = _counts()
@@ -190,8 +192,9 @@ def test_the_corpus_replays_bit_for_bit(fresh):
             runtime.configure(grid=grid)
             case = cases.generate(entry.op, seed, dtype=dtype)
             outs = {}
-            for mode in ("off", "first", "record", "replay", "off again"):
-                if mode == "off again" and all(_same(outs["off"], outs[m]) for m in ("first", "record", "replay")):
+            for mode in ("off", "first", "record", "replay", "replay direct", "off again"):
+                if mode == "off again" and all(_same(outs["off"], outs[m])
+                                               for m in ("first", "record", "replay", "replay direct")):
                     break
                 trace.ENABLED = not mode.startswith("off")
                 inputs, kwargs = cases.materialize(case)
@@ -207,8 +210,9 @@ def test_the_corpus_replays_bit_for_bit(fresh):
             checked += 1
     assert checked >= 4 * 60 and len(unstable) <= 4, unstable
     end = _counts()
-    # the replay engaged: most second launches replayed
-    assert end["replayed"] - start["replayed"] >= 0.5 * checked, (start, end)
+    # the replay engaged: most third and fourth launches replayed, and traces were rebuilt with direct lines
+    assert end["replayed"] - start["replayed"] >= 2 * 0.5 * checked, (start, end)
+    assert sum(t.source.count(" = TH(C[") for t in _traces()) > checked, "no direct line in any trace"
 
 
 def test_a_lean_replay_sets_the_builder_and_only_the_patches_a_replay_reaches():
@@ -263,13 +267,17 @@ def _traces():
 
 
 def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fresh):
-    """Recorder._direct: the divide, the index arithmetic and the pointer offsets of _scale_rows replay as
-    numpy expressions, and the splats that widened a per-program sum or pointer are not built at all (numpy
-    broadcasts their operands alike); the bits are those of the builder's calls."""
+    """trace._direct: once a trace has been replayed (trace.UPGRADE_AFTER times), the divide, the index
+    arithmetic and the pointer offsets of _scale_rows replay as numpy expressions, and the splats that
+    widened a per-program sum or pointer are not built at all (numpy broadcasts their operands alike); the
+    bits are those of the builder's calls. Before that the trace runs as recorded."""
     x = torch.randn(5, 37)
-    for _ in range(3):
+    for i in range(2 + trace.UPGRADE_AFTER + 1):  # noted, recorded, replayed as recorded, then upgraded
         y = torch.empty_like(x)
         _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
+        if i == 2:
+            (t,) = _traces()
+            assert "b.create_fdiv" in t.source
     (t,) = _traces()
     live = [ln.strip() for ln in t.source.splitlines() if not ln.strip().startswith("IR(")]
     assert not any("b.create_fdiv" in ln or "b.create_addptr" in ln or "b.create_splat" in ln for ln in live), \
@@ -278,7 +286,7 @@ def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fres
     trace.DIRECT = False
     try:
         trace.clear()
-        for _ in range(3):
+        for _ in range(2 + trace.UPGRADE_AFTER + 1):
             z = torch.empty_like(x)
             _scale_rows[(5,)](x, z, 37, x.stride(0), BLOCK=64)
         (t_off,) = _traces()

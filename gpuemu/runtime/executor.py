@@ -630,6 +630,7 @@ class _Passes:
                     trace.failed(key, t)
                     raise trace.ReplayFailed() from None
                 chosen.append(t)
+                t.launches += 1
                 trace.stats["replayed"] += 1
                 return None
             chosen.append(None)

@@ -244,7 +244,7 @@ class Arena:
         if hit is None:
             return False
         arr, idx, every = hit
-        if not (_distinct_marked(idx, arr.size) or _distinct(idx, mask, every)):
+        if not (_distinct(idx, mask, every) or _distinct_marked(idx, arr.size)):
             return False
         arr[idx] = value.reshape(-1) if every else value[mask]
         return True
@@ -322,8 +322,8 @@ def _distinct(idx: np.ndarray, mask: np.ndarray, every: bool) -> bool:
 def _distinct_marked(idx: np.ndarray, n: int) -> bool:
     """Whether the element indices ``idx`` (each below ``n``) are pairwise distinct, by marking each one in
     a table of ``n`` flags: exact, for any order (the tiles of a 2-D grid interleave, which
-    :func:`_distinct` cannot show), and fewer numpy calls than it; only where the table is not much larger
-    than the indices (False: not shown)."""
+    :func:`_distinct` cannot show), tried where that fails; only where the table is not much larger than the
+    indices (False: not shown)."""
     if n > max(8 * idx.size, 1 << 16) or idx.size < 2:
         return idx.size < 2
     mark = np.zeros(n, dtype=np.bool_)

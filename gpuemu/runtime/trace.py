@@ -364,78 +364,6 @@ class Recorder:
                 or name == "create_expand_dims"):
             self.calls[n] = (name, args)
 
-    def _direct(self) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
-        """Lines that compute in numpy directly instead of calling the builder: a call of an elementwise
-        method (:data:`_DIRECT`) that is the interpreter's own (or the runtime's numerics wrapper, which
-        changes nothing but bf16) on handles none of which is bf16, whose numpy function is shown, once per
-        process, to give the interpreter's method's result bit for bit (:func:`_direct_ops`), and whose
-        result at recording had the numpy function's own dtype (so the interpreter did not cast it) and is
-        reproduced bit for bit from the recorded operands. An operand that a splat or broadcast widened is
-        taken before it where numpy's broadcasting gives the same result (checked the same way), so the
-        block need not be built. Returns (line -> its code, widened slot -> (its operand's data expression,
-        the widening call to run again where it is still needed))."""
-        ops = _direct_ops()
-        TH = self.TH
-        widened: dict[int, tuple] = {}  # slot -> (operand expression shaped to broadcast alike, its data, the
-        #                                 operand's own data expression, the call that widened it)
-        for n, (name, args) in self.calls.items():
-            code, s, _ = self.lines[n]
-            if name not in _WIDENING or s is None:
-                continue
-            src = args[1] if name == "create_splat" else args[0]
-            if type(src) is not TH or type(src.data) is not np.ndarray or self.slots.get(id(src)) is None:
-                continue
-            data, r, own = src.data, self.handles[s].data.ndim, f"{self._enc(src)}.data"
-            call = code.split(" = ", 1)[1]
-            attr = getattr(self.handles[s], "attr", None)
-            if attr:  # (the handle the call makes again gets the attributes it had)
-                call = f"{self._const(_with_attr)}({call}, {self._const(dict(attr))})"
-            if name == "create_splat" and data.ndim == 1 and data.size > 1:  # one value per program
-                widened[s] = (f"{own}[:{', None' * (r - 1)}]", data.reshape((data.size,) + (1,) * (r - 1)), own,
-                              call)
-            else:
-                widened[s] = (own, data, own, call)
-        out: dict[int, str] = {}
-        for n, (name, args) in self.calls.items():
-            code, s, _ = self.lines[n]
-            if name == "create_expand_dims":  # a view with a new axis: the recorded one shows where it goes
-                src, axis = args
-                if s is None or type(src) is not TH or type(src.data) is not np.ndarray or type(axis) is not int:
-                    continue
-                want = self.handles[s].data
-                for ax in (axis + 1, axis):  # (with a program axis in front, or without)
-                    if 0 <= ax <= src.data.ndim and type(want) is np.ndarray and want.dtype == src.data.dtype \
-                            and want.shape == src.data.shape[:ax] + (1,) + src.data.shape[ax:]:
-                        at = "".join(":, " for _ in range(ax)) + "None"
-                        out[n] = f"v{s} = TH({self._enc(src)}.data[{at}], {self._const(self.handles[s].dtype)})"
-                        break
-                continue
-            fn = ops.get(name)
-            if fn is _AddPtr:
-                elt = getattr(getattr(args[0], "dtype", None), "element_ty", None)
-                fn = _AddPtr(max(1, elt.primitive_bitwidth // 8)) if elt is not None else None
-            if fn is None or s is None or any(type(a) is not TH or type(a.data) is not np.ndarray
-                                              or getattr(a.dtype, "name", "") == "bf16" for a in args):
-                continue
-            h = self.handles[s]
-            want = h.data
-            if type(want) is not np.ndarray:
-                continue
-            plain = [(f"{self._enc(a)}.data", a.data) for a in args]
-            narrow = [widened[self.slots[id(a)]][:2] if self.slots.get(id(a)) in widened else p
-                      for a, p in zip(args, plain)]
-            tries = [narrow, plain] if [e for e, _ in narrow] != [e for e, _ in plain] else [plain]
-            for operands in tries:
-                try:
-                    got = fn(*(d for _, d in operands))
-                except Exception:  # noqa: BLE001 - the builder's call stays
-                    continue
-                if got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes():
-                    out[n] = f"v{s} = TH({self._const(fn)}({', '.join(e for e, _ in operands)}), " \
-                             f"{self._const(h.dtype)})"
-                    break
-        return out, {s: (w[2], w[3]) for s, w in widened.items()}
-
     def _fail(self) -> None:
         self.ok = False
         stats["untraceable"] += 1
@@ -681,40 +609,13 @@ class Recorder:
             self.used |= slots
             if "create_expand_dims(" in code or "create_gather(" in code or "O[" in code:
                 ranked |= slots
-        direct, widened = self._direct() if DIRECT else ({}, {})
-        if widened:  # the overflow pre-check reads a widened block's range: its operand's is the same
-            for n, (code, _, folded) in enumerate(self.lines):
-                if not folded and code.startswith("IR(") and " or " in code:
-                    direct[n] = _narrow_check(code, widened)
-        body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
-        if self.n_inputs:
-            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
-        body += ["    " + g for g in self.guards_pre]
-        if direct:  # a splat or broadcast that only direct lines read, and those take its operand: not built
-            read: set[int] = set()
-            for n, (code, _, folded) in enumerate(self.lines):
-                if not folded:
-                    read |= {int(m) for m in _SLOT.findall(direct.get(n, code).split(" = ", 1)[-1])}
-            read |= {int(m) for g in self.guards_pre for m in _SLOT.findall(g)}
-            dead = {n for n, (name, _) in self.calls.items() if name in _WIDENING and self.lines[n][1] not in read}
-        else:
-            dead = set()
-        for n, (code, s, folded) in enumerate(self.lines):
-            if folded:
-                if s is not None and s in self.used:
-                    body.append(f"    v{s} = {self._const(self.handles[s])}")
-                continue
-            if n in dead:
-                continue
-            body.append("    " + direct.get(n, code))
-            if s is not None and s in ranked:
-                attr = getattr(self.handles[s], "attr", None)
-                if attr:
-                    body.append(f"    v{s}.attr.update({self._const(dict(attr))})")
-        body.append("    return None")
+        plan = _Plan(self, ranked)
+        source = plan.source({}, set())
         ns: dict[str, Any] = {}
-        exec(compile("\n".join(body), "<gpuemu recorded kernel>", "exec"), ns)
+        exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
         t = Trace(ns["_replay"], tuple(self.consts), tuple(self.targets), len(self.lines))
+        if DIRECT and plan.calls:
+            t.plan = plan  # direct lines once the trace is replayed: see Trace.run
         # a replay that needs no language patch: no guard (tensor conversions), no transpose property, no
         # opaque call but the overflow check (which calls only the semantic layer and the builder)
         live = [code for code, _, folded in self.lines if not folded]
@@ -722,13 +623,176 @@ class Recorder:
         t.lean = self.pre_lean and not any(
             "raise D(" in code or ".T" in code or any(int(i) not in sanitize for i in re.findall(r"O\[(\d+)\]", code))
             for code in live)
-        t.source = "\n".join(body)
+        t.source = source
         return t
+
+
+class _Ref:
+    """A recorded handle as a direct line needs it: its slot, data dtype and shape, and Triton type."""
+
+    __slots__ = ("slot", "dtype", "shape", "ty", "plain")
+
+    def __init__(self, slot: int, h: Any) -> None:
+        data = h.data
+        self.slot, self.ty = slot, h.dtype
+        self.plain = type(data) is np.ndarray and getattr(h.dtype, "name", "") != "bf16"
+        self.dtype, self.shape = (data.dtype, data.shape) if type(data) is np.ndarray else (None, None)
+
+
+class _Plan:
+    """What a trace's source is built from, without the recorded data: the lines, the folded constants and
+    handle attributes as constant expressions, and the builder calls a direct line may replace with their
+    operands and results described by :class:`_Ref` (so a trace can be rebuilt with direct lines later,
+    holding only dtypes and shapes)."""
+
+    def __init__(self, rec: Recorder, ranked: set[int]) -> None:
+        self.lines, self.guards_pre, self.n_inputs = rec.lines, rec.guards_pre, rec.n_inputs
+        self.consts, self.const_ids = rec.consts, rec.const_ids
+        self.folded = {s: rec._const(rec.handles[s]) for code, s, folded in rec.lines
+                       if folded and s is not None and s in rec.used}
+        self.attrs: dict[int, str] = {}
+        for _, s, folded in rec.lines:
+            attr = getattr(rec.handles[s], "attr", None) if s is not None and not folded and s in ranked else None
+            if attr:
+                self.attrs[s] = rec._const(dict(attr))
+        TH = rec.TH
+        self.calls: dict[int, tuple] = {}
+        self.outs: dict[int, tuple] = {}  # slot -> (its _Ref, its recorded attributes)
+        if DIRECT:
+            refs: dict[int, _Ref] = {}  # one per slot, however many calls read it
+            slots, handles = rec.slots, rec.handles
+
+            def ref(a: Any) -> Any:
+                if type(a) is not TH:
+                    return a
+                k = slots.get(id(a))
+                if k is None:
+                    return a
+                r = refs.get(k)
+                if r is None:
+                    r = refs[k] = _Ref(k, a)
+                return r
+
+            for n, (name, args) in rec.calls.items():
+                s = rec.lines[n][1]
+                if s is not None:
+                    self.calls[n] = (name, tuple(map(ref, args)))
+                    h = handles[s]
+                    self.outs[s] = (ref(h), getattr(h, "attr", None) or None)
+
+    def const(self, x: Any) -> str:
+        k = self.const_ids.get(id(x))
+        if k is None or self.consts[k] is not x:
+            k = len(self.consts)
+            self.consts.append(x)
+            self.const_ids[id(x)] = k
+        return f"C[{k}]"
+
+    def source(self, direct: dict[int, str], dead: set[int]) -> str:
+        body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
+        if self.n_inputs:
+            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
+        body += ["    " + g for g in self.guards_pre]
+        for n, (code, s, folded) in enumerate(self.lines):
+            if folded:
+                if s in self.folded:
+                    body.append(f"    v{s} = {self.folded[s]}")
+                continue
+            if n in dead:
+                continue
+            body.append("    " + direct.get(n, code))
+            if s in self.attrs:
+                body.append(f"    v{s}.attr.update({self.attrs[s]})")
+        body.append("    return None")
+        return "\n".join(body)
+
+    def direct_source(self) -> str:
+        """The source with direct lines (:func:`_direct`) and without the widened blocks no line reads."""
+        direct, widened = _direct(self)
+        if widened:  # the overflow pre-check reads a widened block's range: its operand's is the same
+            for n, (code, _, folded) in enumerate(self.lines):
+                if not folded and code.startswith("IR(") and " or " in code:
+                    direct[n] = _narrow_check(code, widened)
+        read: set[int] = set()
+        for n, (code, _, folded) in enumerate(self.lines):
+            if not folded:
+                read |= {int(m) for m in _SLOT.findall(direct.get(n, code).split(" = ", 1)[-1])}
+        read |= {int(m) for g in self.guards_pre for m in _SLOT.findall(g)}
+        dead = {n for n, (name, _) in self.calls.items() if name in _WIDENING and self.lines[n][1] not in read}
+        return self.source(direct, dead)
+
+
+def _direct(plan: _Plan) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
+    """Lines that compute in numpy directly instead of calling the builder: a call of an elementwise
+    method (:data:`_DIRECT`) that was the interpreter's own (or the runtime's numerics wrapper, which
+    changes nothing but bf16) on handles none of which is bf16, whose numpy function is shown, once per
+    process, to give the interpreter's method's result bit for bit (:func:`_direct_ops`), and whose
+    result at recording had the dtype and shape the numpy function gives for these operands (so the
+    interpreter cast nothing). An operand that a splat or broadcast widened is taken before it where
+    numpy's broadcasting gives the result's shape (its values are the widened block's), so the block
+    need not be built; an expand_dims is a view with the new axis where the recording shows it goes.
+    Returns (line -> its code, widened slot -> (its operand's data expression, the widening call to run
+    again where the block is still needed))."""
+    ops = _direct_ops()
+    widened: dict[int, tuple] = {}  # slot -> (operand expression shaped to broadcast alike, (dtype, shape),
+    #                                 the operand's own data expression, the call that widened it)
+    for n, (name, args) in plan.calls.items():
+        code, s, _ = plan.lines[n]
+        if name not in _WIDENING:
+            continue
+        src = args[1] if name == "create_splat" else args[0]
+        out, attr = plan.outs[s]
+        if type(src) is not _Ref or src.dtype is None or out.dtype is None or src.dtype != out.dtype:
+            continue  # (a widening that also converts: its operand does not stand for it)
+        r, own = len(out.shape), f"v{src.slot}.data"
+        call = code.split(" = ", 1)[1]
+        if attr:  # (the handle the call makes again gets the attributes it had)
+            call = f"{plan.const(_with_attr)}({call}, {plan.const(dict(attr))})"
+        if name == "create_splat" and len(src.shape) == 1 and src.shape[0] > 1:  # one value per program
+            widened[s] = (f"{own}[:{', None' * (r - 1)}]", (src.dtype, (src.shape[0],) + (1,) * (r - 1)), own, call)
+        else:
+            widened[s] = (own, (src.dtype, src.shape), own, call)
+    direct: dict[int, str] = {}
+    for n, (name, args) in plan.calls.items():
+        code, s, _ = plan.lines[n]
+        out = plan.outs[s][0]
+        if out.dtype is None:
+            continue
+        if name == "create_expand_dims":  # a view with a new axis: the recorded one shows where it goes
+            src, axis = args
+            if type(src) is not _Ref or src.dtype != out.dtype or type(axis) is not int:
+                continue
+            for ax in (axis + 1, axis):  # (with a program axis in front, or without)
+                if 0 <= ax <= len(src.shape) and out.shape == src.shape[:ax] + (1,) + src.shape[ax:]:
+                    at = "".join(":, " for _ in range(ax)) + "None"
+                    direct[n] = f"v{s} = TH(v{src.slot}.data[{at}], {plan.const(out.ty)})"
+                    break
+            continue
+        fn = ops.get(name)
+        if fn is None or not all(type(a) is _Ref and a.plain for a in args):
+            continue
+        if fn is _AddPtr:
+            elt = getattr(args[0].ty, "element_ty", None)
+            if elt is None:
+                continue
+            fn = _AddPtr(max(1, elt.primitive_bitwidth // 8))
+        plain = [(f"v{a.slot}.data", (a.dtype, a.shape)) for a in args]
+        narrow = [widened[a.slot][:2] if a.slot in widened else p for a, p in zip(args, plain)]
+        for operands in ([narrow, plain] if narrow != plain else [plain]):
+            # the same dtype and shape as the recorded result: the interpreter's method computed fn on these
+            # operands' data (shown for the method by _direct_ops) and cast nothing; a narrow operand
+            # broadcasts to the values of the block it stands for
+            if _result_dtype(fn, tuple(d for _, (d, _) in operands)) == out.dtype \
+                    and _broadcast_shape(tuple(sh for _, (_, sh) in operands)) == out.shape:
+                direct[n] = f"v{s} = TH({plan.const(fn)}({', '.join(e for e, _ in operands)}), {plan.const(out.ty)})"
+                break
+    return direct, {s: (w[2], w[3]) for s, w in widened.items()}
 
 
 _MISSING = object()
 
-DIRECT = True  # elementwise builder calls computed in numpy directly at replay (see Recorder._direct)
+DIRECT = True  # elementwise builder calls computed in numpy directly at replay (see _direct)
+UPGRADE_AFTER = 2  # launches that replayed a trace before it is rebuilt with direct lines
 
 
 class _AddPtr:
@@ -770,6 +834,28 @@ _DIRECT_FROM = ("triton.runtime.interpreter", "gpuemu.runtime.numerics")
 _WIDENING = ("create_splat", "create_broadcast")  # their operand may stand in for them in a direct line
 _SLOT = re.compile(r"\bv(\d+)\b")
 _direct_checked: dict[str, Callable] | None = None
+
+
+_dtypes: dict[tuple, Any] = {}
+
+
+def _result_dtype(fn: Callable, dtypes: tuple) -> Any:
+    """The dtype ``fn`` returns for operands of ``dtypes`` (None where it refuses them)."""
+    key = (fn, dtypes)
+    if key not in _dtypes:
+        try:
+            with np.errstate(all="ignore"):
+                _dtypes[key] = fn(*(np.zeros(1, dtype=d) for d in dtypes)).dtype
+        except Exception:  # noqa: BLE001 - operands it does not take: not computed directly
+            _dtypes[key] = None
+    return _dtypes[key]
+
+
+def _broadcast_shape(shapes: tuple) -> tuple | None:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
 
 
 def _with_attr(h: Any, attr: dict) -> Any:
@@ -900,6 +986,8 @@ class Trace:
         self.id = next(self._ids)
         self.source = ""  # the compiled function's text (for reading a trace)
         self.lean = False  # replays without triton.language patched (see Recorder.finish)
+        self.plan: _Plan | None = None  # rebuilt with direct lines once UPGRADE_AFTER launches replayed it
+        self.launches = 0  # launches that replayed it (counted by the executor, once per launch)
 
     def run(self, inputs: list, builder: Any) -> None:
         import operator
@@ -909,8 +997,24 @@ class Trace:
         ops = [getattr(obj, name) for obj, name in self.targets]
         from ._compat import interp
 
+        if self.plan is not None and self.launches >= UPGRADE_AFTER:
+            self._upgrade()
+
         self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
                 interp().TensorHandle, in_range)
+
+
+    def _upgrade(self) -> None:
+        """Rebuild with direct lines (a trace replayed this often will be again; recording, on the path of
+        every new specialisation, does not pay for them)."""
+        plan, self.plan = self.plan, None
+        try:
+            source = plan.direct_source()
+            ns: dict[str, Any] = {}
+            exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
+        except Exception:  # noqa: BLE001 - the trace stays as recorded
+            return
+        self.fn, self.consts, self.source = ns["_replay"], tuple(plan.consts), source
 
 
 __all__ = ["ENABLED", "Diverged", "Key", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
