@@ -631,6 +631,8 @@ class _Passes:
                     raise trace.ReplayFailed() from None
                 chosen.append(t)
                 t.launches += 1
+                if t.plan is not None and t.launches >= trace.UPGRADE_AFTER:
+                    t.upgrade()  # (after this launch's first pass: its next launch replays the rebuilt trace)
                 trace.stats["replayed"] += 1
                 return None
             chosen.append(None)

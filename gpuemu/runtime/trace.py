@@ -281,12 +281,7 @@ class Recorder:
         return s
 
     def _const(self, x: Any) -> str:
-        k = self.const_ids.get(id(x))
-        if k is None or self.consts[k] is not x:
-            k = len(self.consts)
-            self.consts.append(x)
-            self.const_ids[id(x)] = k
-        return f"C[{k}]"
+        return _intern(self.consts, self.const_ids, x)
 
     def _slot(self, h: Any) -> int:
         s = self.slots.get(id(h))
@@ -627,6 +622,16 @@ class Recorder:
         return t
 
 
+def _intern(consts: list, ids: dict[int, int], x: Any) -> str:
+    """``x`` as a constant of the trace (``C[k]``), each object once."""
+    k = ids.get(id(x))
+    if k is None or consts[k] is not x:
+        k = len(consts)
+        consts.append(x)
+        ids[id(x)] = k
+    return f"C[{k}]"
+
+
 class _Ref:
     """A recorded handle as a direct line needs it: its slot, data dtype and shape, and Triton type."""
 
@@ -681,12 +686,7 @@ class _Plan:
                     self.outs[s] = (ref(h), getattr(h, "attr", None) or None)
 
     def const(self, x: Any) -> str:
-        k = self.const_ids.get(id(x))
-        if k is None or self.consts[k] is not x:
-            k = len(self.consts)
-            self.consts.append(x)
-            self.const_ids[id(x)] = k
-        return f"C[{k}]"
+        return _intern(self.consts, self.const_ids, x)
 
     def source(self, direct: dict[int, str], dead: set[int]) -> str:
         body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
@@ -986,8 +986,8 @@ class Trace:
         self.id = next(self._ids)
         self.source = ""  # the compiled function's text (for reading a trace)
         self.lean = False  # replays without triton.language patched (see Recorder.finish)
-        self.plan: _Plan | None = None  # rebuilt with direct lines once UPGRADE_AFTER launches replayed it
-        self.launches = 0  # launches that replayed it (counted by the executor, once per launch)
+        self.plan: _Plan | None = None  # for upgrade(), which the executor calls once UPGRADE_AFTER launches
+        self.launches = 0  # replayed it (counted by the executor, once per launch)
 
     def run(self, inputs: list, builder: Any) -> None:
         import operator
@@ -997,14 +997,12 @@ class Trace:
         ops = [getattr(obj, name) for obj, name in self.targets]
         from ._compat import interp
 
-        if self.plan is not None and self.launches >= UPGRADE_AFTER:
-            self._upgrade()
 
         self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
                 interp().TensorHandle, in_range)
 
 
-    def _upgrade(self) -> None:
+    def upgrade(self) -> None:
         """Rebuild with direct lines (a trace replayed this often will be again; recording, on the path of
         every new specialisation, does not pay for them)."""
         plan, self.plan = self.plan, None
