@@ -143,14 +143,13 @@ def _def_line(name: str) -> int:
     return idx  # 1-based line of the decorator just above the def
 
 
-def test_on_compile_reads_the_artifacts_triton_produced(cache, tmp_path):
+def test_on_compile_reads_the_artifacts_triton_produced(cache):
     """The hook's entry point on a real compile's artifacts: same numbers as gpuemu lint, same rules."""
     import triton
     from triton import knobs
     from triton.compiler import ASTSource
 
     from gpuemu.lint import from_listener, on_compile
-    from gpuemu.lint.compile import _triton_compile_scope
     from gpuemu.lint.specialize import specialize, triton_target
     from gpuemu.lint.targets import get
 
@@ -161,12 +160,8 @@ def test_on_compile_reads_the_artifacts_triton_produced(cache, tmp_path):
     old = knobs.compilation.listener
     knobs.compilation.listener = lambda **kw: seen.append(from_listener(**kw))
     try:
-        # as in a process that imported triton without TRITON_INTERPRET (this one did with it: Triton's own
-        # helpers such as tl.sum's are InterpretedFunctions here, which a compile cannot call), in a fresh
-        # Triton cache (without this scope the test failed when run alone, and passed only after other tests)
-        with _triton_compile_scope(str(tmp_path / "triton"), sp.fn.fn.__globals__):
-            ck = triton.compile(ASTSource(sp.fn, spec.signature, spec.constexprs, spec.attrs),
-                                target=triton_target(get("sm_90")), options=spec.options)
+        ck = triton.compile(ASTSource(sp.fn, spec.signature, spec.constexprs, spec.attrs),
+                            target=triton_target(get("sm_90")), options=spec.options)
     finally:
         knobs.compilation.listener = old
     (found,) = seen
