@@ -600,7 +600,7 @@ class Recorder:
         for code, _, folded in self.lines:
             if folded:
                 continue
-            slots = {int(m) for m in re.findall(r"\bv(\d+)\b", code)}
+            slots = {int(m) for m in _SLOT.findall(code)}
             self.used |= slots
             if "create_expand_dims(" in code or "create_gather(" in code or "O[" in code:
                 ranked |= slots
@@ -610,7 +610,7 @@ class Recorder:
         exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
         t = Trace(ns["_replay"], tuple(self.consts), tuple(self.targets), len(self.lines))
         if DIRECT and plan.calls:
-            t.plan = plan  # direct lines once the trace is replayed: see Trace.run
+            t.plan = plan  # direct lines once launches replay it: see Trace.upgrade
         # a replay that needs no language patch: no guard (tensor conversions), no transpose property, no
         # opaque call but the overflow check (which calls only the semantic layer and the builder)
         live = [code for code, _, folded in self.lines if not folded]
