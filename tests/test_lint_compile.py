@@ -143,13 +143,14 @@ def _def_line(name: str) -> int:
     return idx  # 1-based line of the decorator just above the def
 
 
-def test_on_compile_reads_the_artifacts_triton_produced(cache):
-    """The hook's entry point on a real compile's artifacts: same numbers as gpuemu lint, same rules."""
+def _compile_with_listener() -> None:
+    """The child of the test below: compiles fp64_example's kernel for sm_90 with Triton's compile listener set
+    to gpuemu's entry point, and prints what it measured as JSON."""
     import triton
     from triton import knobs
     from triton.compiler import ASTSource
 
-    from gpuemu.lint import from_listener, on_compile
+    from gpuemu.lint import from_listener, measure_compiled, on_compile
     from gpuemu.lint.specialize import specialize, triton_target
     from gpuemu.lint.targets import get
 
@@ -157,28 +158,40 @@ def test_on_compile_reads_the_artifacts_triton_produced(cache):
     (sp,) = E.specimens_from_launches("x", E.record_launches(module.fp64_example))
     spec = specialize(sp.fn, sp.args, sp.kwargs, get("sm_90"))
     seen = []
-    old = knobs.compilation.listener
     knobs.compilation.listener = lambda **kw: seen.append(from_listener(**kw))
-    try:
-        ck = triton.compile(ASTSource(sp.fn, spec.signature, spec.constexprs, spec.attrs),
-                            target=triton_target(get("sm_90")), options=spec.options)
-    finally:
-        knobs.compilation.listener = old
-    (found,) = seen
-    assert [f.rule for f in found] == ["fp64-in-low-precision"]
-    assert found[0].target == "sm_90" and found[0].location.start_line == _def_line("_fp64_sum_kernel")
-    # the same kernel through gpuemu lint: the same registers and fp64 count
-    ref = lint([f"{KERNELS}:fp64_example"], target="sm_90", cache_dir=cache, root=HERE).reports[0].metrics
+    ck = triton.compile(ASTSource(sp.fn, spec.signature, spec.constexprs, spec.attrs),
+                        target=triton_target(get("sm_90")), options=spec.options)
+    knobs.compilation.listener = None
     direct = on_compile(kernel=ck.metadata.name, target="sm_90", cubin=ck.asm["cubin"], ptx=ck.asm["ptx"],
                         ttir=ck.asm["ttir"], metadata=ck.metadata._asdict(), source=sp.fn, kernel_id="k")
-    assert [f.measured for f in direct] == [ref.ptx.fp64]
-    from gpuemu.lint import measure_compiled
-
     m = measure_compiled(kernel=ck.metadata.name, target=ck.metadata.target, cubin=ck.asm["cubin"],
                          ptx=ck.asm["ptx"], ttir=ck.asm["ttir"], metadata=ck.metadata._asdict())
-    assert (m.registers, m.stack_bytes, m.shared_bytes, m.num_warps) == (
-        ref.registers, ref.stack_bytes, ref.shared_bytes, ref.num_warps)
-    assert m.spill_source == "stack"  # Triton discards the ptxas log; the stack frame stands in
+    print(json.dumps({"seen": [[(f.rule, f.target, f.location.start_line) for f in found] for found in seen],
+                      "direct": [f.measured for f in direct],
+                      "metrics": [m.registers, m.stack_bytes, m.shared_bytes, m.num_warps], "spill": m.spill_source}))
+
+
+def test_on_compile_reads_the_artifacts_triton_produced(cache):
+    """The hook's entry point on a real compile's artifacts: same numbers as gpuemu lint, same rules. The
+    compile runs in a child process without TRITON_INTERPRET: in this one, Triton's own helpers (tl.sum's) are
+    InterpretedFunctions, and earlier tests may have left the interpreter's patches on triton.language (see
+    gpuemu/lint/isolate.py), either of which breaks a plain triton.compile."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(HERE)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", "import tests.test_lint_compile as t; t._compile_with_listener()"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["seen"] == [[["fp64-in-low-precision", "sm_90", _def_line("_fp64_sum_kernel")]]]
+    # the same kernel through gpuemu lint: the same registers and fp64 count
+    ref = lint([f"{KERNELS}:fp64_example"], target="sm_90", cache_dir=cache, root=HERE).reports[0].metrics
+    assert got["direct"] == [ref.ptx.fp64]
+    assert got["metrics"] == [ref.registers, ref.stack_bytes, ref.shared_bytes, ref.num_warps]
+    assert got["spill"] == "stack"  # Triton discards the ptxas log; the stack frame stands in
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="CUDA C lint needs nvcc on PATH")
