@@ -10,8 +10,9 @@ the modes interleaved and rotated, in CPU time of the process (``time.process_ti
 wall time mostly measures the other processes). Programs are counted from the observed launches (product
 of each grid), so the table reads in milliseconds per program. A launcher that the runtime stops with a
 finding (an out-of-bounds access, say) is timed up to the finding and marked. Each mode's first call is also
-kept: a specialisation new to the process runs the ordinary way on its first launch, is recorded on its
-second (gpuemu/runtime/trace.py) and replayed after, so the best of ``--repeat`` is a replay.
+kept: a launch runs the ordinary way the first two times its specialisation is launched with the same
+arguments, records on the third (gpuemu/runtime/trace.py) and replays after, so the best of ``--repeat`` (5) is
+a replay.
 """
 from __future__ import annotations
 
@@ -177,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"**First call** of each row in batched mode: plain / first batched call median "
         f"x{statistics.median(cold):.1f}, min x{min(cold):.2f}, max x{max(cold):.1f}. A specialisation "
-        "(kernel, constexprs, argument types) new to the process runs the ordinary way on its first launch "
-        "and is recorded on its second (`gpuemu/runtime/trace.py`); later launches replay the recording. The "
+        "(kernel, constexprs, argument types) runs the ordinary way the first two times it is launched with the "
+        "same arguments and is recorded on the third (`gpuemu/runtime/trace.py`); later launches replay the "
+        "recording, the fifth with direct lines. The "
         f"best of {a.repeat} above therefore includes replays; a row's first call replays only where an "
         "earlier row launched the same specialisation (another size, same block constexprs). The very first "
         "row also pays the process's warm-up.",
@@ -195,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         "takes the builder directly for same-type arithmetic and comparisons, pointer offsets, `tl.where`, "
         "`tl.load`/`tl.store` of pointer blocks and `tl.max`/`tl.min`/`tl.sum` (gpuemu/runtime/fast.py; "
         "tests/test_runtime_fast.py checks the corpus bit for bit with and without these paths, and op by op "
-        "against Triton's path). A launch of a specialisation seen before replays the builder calls its "
-        "first launch recorded (gpuemu/runtime/trace.py: one compiled straight-line function, guards on every "
+        "against Triton's path). A launch of a specialisation seen before replays the builder calls an "
+        "earlier launch recorded (gpuemu/runtime/trace.py: one compiled straight-line function, guards on every "
         "value the kernel's Python read, constants folded), skipping the kernel's Python and the semantic "
         "layer; loads and stores gather and scatter with numpy; the launch's patches are built once per "
         "process. What remains per operation is the interpreter builder's own Python and numpy; bounds "

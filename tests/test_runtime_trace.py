@@ -30,7 +30,10 @@ def _same(a, b) -> bool:
 
 
 @pytest.fixture
-def fresh(rt):
+def fresh(rt, monkeypatch):
+    # (these tests record on a specialisation's second launch with the same arguments; the default is the
+    # third: test_a_launch_records_once_its_arguments_recurred)
+    monkeypatch.setattr(trace, "RECORD_AFTER", 1)
     trace.clear()
     trace.stats.update(dict.fromkeys(trace.stats, 0))
     before = trace.ENABLED
@@ -108,6 +111,36 @@ def test_a_third_launch_replays_and_gives_the_same_bits(fresh, grid):
     assert all(same_bits(o, y) for o in outs)
 
 
+def test_a_launch_records_once_its_arguments_recurred(rt):
+    """trace.RECORD_AFTER (the default, not the tests' 1): a fuzz run's pattern, each case launched twice with
+    new arguments, records nothing (recording costs more than the one replay it would get); the third launch
+    with the same arguments records, and the trace then serves those and other arguments alike."""
+    assert trace.RECORD_AFTER == 2
+    trace.clear()
+    start = _counts()
+    x = torch.randn(5, 64)
+    for n in (64, 40, 17, 33):
+        for _ in range(2):
+            _scale_rows[(5,)](x, torch.empty_like(x), n, x.stride(0), BLOCK=64)
+    assert _counts() == start
+    outs = []
+    for n in (64, 64, 40):  # the third launch with n=64 records, the next replays, and so does n=40
+        y = torch.full_like(x, float("nan"))
+        _scale_rows[(5,)](x, y, n, x.stride(0), BLOCK=64)
+        outs.append(y)
+    end = _counts()
+    assert end["recorded"] == start["recorded"] + 1 and end["replayed"] == start["replayed"] + 2
+    trace.ENABLED = False
+    try:
+        for n, out in zip((64, 64, 40), outs):
+            y = torch.full_like(x, float("nan"))
+            _scale_rows[(5,)](x, y, n, x.stride(0), BLOCK=64)
+            assert same_bits(out, y), n
+    finally:
+        trace.ENABLED = True
+        trace.clear()
+
+
 def test_new_argument_values_replay_where_the_control_flow_is_the_same(fresh):
     x = torch.randn(5, 64)
     for n in (64, 64, 40, 17):  # another n, the same body: one recording serves all
@@ -126,7 +159,7 @@ def test_new_argument_values_replay_where_the_control_flow_is_the_same(fresh):
 def test_a_loop_bound_from_an_argument_is_a_guard_checked_before_anything_runs(fresh):
     x = torch.randn(300)
     results = {}
-    for n in (100, 300, 100, 300, 100, 50):
+    for n in (100, 300, 100, 300, 100, 300, 50):  # noted, noted, recorded, recorded, replayed, replayed, noted
         y = torch.empty(64)
         _chunks[(1,)](x, y, n, BLOCK=64)
         results.setdefault(n, []).append(y)
@@ -275,7 +308,7 @@ def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fres
     for i in range(2 + trace.UPGRADE_AFTER + 1):  # noted, recorded, replayed as recorded, then upgraded
         y = torch.empty_like(x)
         _scale_rows[(5,)](x, y, 37, x.stride(0), BLOCK=64)
-        if i == 2:
+        if i == 1:  # as recorded
             (t,) = _traces()
             assert "b.create_fdiv" in t.source
     (t,) = _traces()

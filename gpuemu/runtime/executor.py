@@ -630,15 +630,12 @@ class _Passes:
                     trace.failed(key, t)
                     raise trace.ReplayFailed() from None
                 chosen.append(t)
-                t.launches += 1
-                if t.plan is not None and t.launches >= trace.UPGRADE_AFTER:
-                    t.upgrade()  # (after this launch's first pass: its next launch replays the rebuilt trace)
-                trace.stats["replayed"] += 1
+                trace.replayed(t)
                 return None
             chosen.append(None)
             if passes.lean:  # no trace matched (nothing ran): the kernel's Python needs the language patches
                 raise trace.ReplayFailed("unmatched")
-            if not trace.recordable(key, rw):
+            if not trace.recordable(key, inputs, rw):
                 return rw.fn(**kargs)
             rec = trace.Recorder(inputs)
             scope = _Scope()

@@ -4,7 +4,8 @@ Most of a launch's time is not numpy: it is the kernel's own Python and Triton's
 checks, casts, broadcasts, constexpr handling) deciding, for every ``tl.*`` call, which builder method to
 call with which handles. For a given kernel and specialisation (constexpr values, argument types, grid
 mode, settings) those decisions do not depend on the values, except where the kernel's Python looks at a
-value. So the first launch of a specialisation records, at the level of the interpreter's builder (with
+value. So a launch of a specialisation records (once launches with the same arguments recurred: see
+:func:`recordable`), at the level of the interpreter's builder (with
 the runtime's memory, numerics and batched-grid patches in place), every call the kernel body made:
 
 - a **builder call** (``create_add``, ``create_masked_load``, ...): its method name, its arguments (handles
@@ -48,6 +49,12 @@ MAX_OPS = 50_000  # calls per recorded pass; a longer body (a long unrolled loop
 MAX_KEYS = 256  # specialisations kept (least recently used dropped; a trace holds its folded constants)
 MAX_TRACES = 4  # traces per specialisation (one per outcome of the argument guards, most recent first)
 MAX_FAILS = 3  # replays of a specialisation that diverged or raised before it is no longer recorded
+# When a launch records (see recordable): a recording costs about two to three ordinary launches (the
+# recorder's wrappers, then compiling ~30 us a line) and a replay saves most of one, so it pays from about three
+# replays. Recording a specialisation on its second launch made fuzzing 1.3-2x slower: a fuzz run launches
+# each case twice (the determinism rerun) and a kernel whose loop counts follow the arguments needs a trace
+# per case. So a launch records only once launches with the same arguments recurred.
+RECORD_AFTER = 2  # ordinary launches with the same specialisation and argument values before one records
 
 _lock = threading.Lock()
 _cache: "OrderedDict[Key, _Entry]" = OrderedDict()
@@ -73,12 +80,13 @@ class _Untraceable(Exception):
 
 
 class _Entry:
-    __slots__ = ("traces", "fails", "keep")
+    __slots__ = ("traces", "fails", "keep", "runs")
 
     def __init__(self, keep: Any) -> None:
         self.traces: list[Trace] = []
         self.fails = 0
         self.keep = keep  # the rewritten kernel: its id is in the key, so it must stay alive
+        self.runs: dict[tuple, int] = {}  # argument values -> launches with them that ran the ordinary way
 
 
 class Key:
@@ -203,20 +211,28 @@ def candidates(key: Key | None) -> list["Trace"]:
         return list(e.traces)
 
 
-def recordable(key: Key | None, keep: Any = None) -> bool:
-    """Whether this launch should record: not on a specialisation's first launch (which only notes the
-    key: recording costs a little and a launch that never recurs gains nothing from it), then while its
-    replays have not failed too often."""
+def recordable(key: Key | None, inputs: list, keep: Any = None) -> bool:
+    """Whether this launch, which no trace of its specialisation replays, should record one: once
+    :data:`RECORD_AFTER` launches with the same arguments (``inputs``: their handles; the values, pointers
+    included, are all a guard on the arguments can read) ran the ordinary way, and while the
+    specialisation's replays have failed fewer than :data:`MAX_FAILS` times."""
     if key is None or not ENABLED:
         return False
+    values = tuple(h.data.tobytes() if type(h.data) is np.ndarray else repr(h.data) for h in inputs)
     with _lock:
         e = _cache.get(key)
         if e is None:
-            _cache[key] = _Entry(keep)
+            e = _cache[key] = _Entry(keep)
             while len(_cache) > MAX_KEYS:
                 _cache.popitem(last=False)
+        n = e.runs.get(values, 0)
+        if n < RECORD_AFTER or e.fails >= MAX_FAILS:
+            if len(e.runs) >= 64:
+                e.runs.clear()
+            e.runs[values] = n + 1
             return False
-        return e.fails < MAX_FAILS
+        del e.runs[values]
+        return True
 
 
 def store(key: Key, trace: "Trace", keep: Any) -> None:
@@ -229,6 +245,16 @@ def store(key: Key, trace: "Trace", keep: Any) -> None:
         e.traces.insert(0, trace)
         del e.traces[MAX_TRACES:]
         stats["recorded"] += 1
+
+
+def replayed(t: "Trace") -> None:
+    """A launch replayed ``t`` (counted once per launch); rebuilds it with direct lines once it has been
+    replayed :data:`UPGRADE_AFTER` times (after this launch's first pass: its next launch replays the rebuilt
+    trace)."""
+    t.launches += 1
+    stats["replayed"] += 1
+    if t.plan is not None and t.launches >= UPGRADE_AFTER:
+        t.upgrade()
 
 
 def failed(key: Key, trace: "Trace") -> None:
@@ -792,7 +818,7 @@ def _direct(plan: _Plan) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
 _MISSING = object()
 
 DIRECT = True  # elementwise builder calls computed in numpy directly at replay (see _direct)
-UPGRADE_AFTER = 2  # launches that replayed a trace before it is rebuilt with direct lines
+UPGRADE_AFTER = 1  # launches that replayed a trace before it is rebuilt with direct lines
 
 
 class _AddPtr:
@@ -1016,4 +1042,4 @@ class Trace:
 
 
 __all__ = ["ENABLED", "Diverged", "Key", "ReplayFailed", "Recorder", "Trace", "key_of", "inputs_of", "candidates",
-           "recordable", "store", "failed", "clear", "stats"]
+           "recordable", "store", "replayed", "failed", "clear", "stats"]
