@@ -51,7 +51,7 @@ MAX_TRACES = 4  # traces per specialisation (one per outcome of the argument gua
 MAX_FAILS = 3  # replays of a specialisation that diverged or raised before it is no longer recorded
 # When a launch records (see recordable): a recording costs about two to three ordinary launches (the
 # recorder's wrappers, then compiling ~30 us a line) and a replay saves most of one, so it pays from about three
-# replays. Recording a specialisation on its second launch made fuzzing 1.3-2x slower: a fuzz run launches
+# replays. Recording a specialisation on its second launch made fuzzing 1.3-1.7x slower: a fuzz run launches
 # each case twice (the determinism rerun) and a kernel whose loop counts follow the arguments needs a trace
 # per case. So a launch records only once launches with the same arguments recurred.
 RECORD_AFTER = 2  # ordinary launches with the same specialisation and argument values before one records
