@@ -30,16 +30,21 @@ def _same(a, b) -> bool:
 
 
 @pytest.fixture
-def fresh(rt, monkeypatch):
-    # (these tests record on a specialisation's second launch with the same arguments; the default is the
-    # third: test_a_launch_records_once_its_arguments_recurred)
-    monkeypatch.setattr(trace, "RECORD_AFTER", 1)
+def clean(rt):
     trace.clear()
     trace.stats.update(dict.fromkeys(trace.stats, 0))
     before = trace.ENABLED
     yield rt
     trace.ENABLED = before
     trace.clear()
+
+
+@pytest.fixture
+def fresh(clean, monkeypatch):
+    # (these tests record on a specialisation's second launch with the same arguments; the default is the
+    # third: test_a_launch_records_once_its_arguments_recurred)
+    monkeypatch.setattr(trace, "RECORD_AFTER", 1)
+    yield clean
 
 
 def _counts():
@@ -111,12 +116,11 @@ def test_a_third_launch_replays_and_gives_the_same_bits(fresh, grid):
     assert all(same_bits(o, y) for o in outs)
 
 
-def test_a_launch_records_once_its_arguments_recurred(rt):
+def test_a_launch_records_once_its_arguments_recurred(clean):
     """trace.RECORD_AFTER (the default, not the tests' 1): a fuzz run's pattern, each case launched twice with
     new arguments, records nothing (recording costs more than the one replay it would get); the third launch
     with the same arguments records, and the trace then serves those and other arguments alike."""
     assert trace.RECORD_AFTER == 2
-    trace.clear()
     start = _counts()
     x = torch.randn(5, 64)
     for n in (64, 40, 17, 33):
@@ -131,14 +135,10 @@ def test_a_launch_records_once_its_arguments_recurred(rt):
     end = _counts()
     assert end["recorded"] == start["recorded"] + 1 and end["replayed"] == start["replayed"] + 2
     trace.ENABLED = False
-    try:
-        for n, out in zip((64, 64, 40), outs):
-            y = torch.full_like(x, float("nan"))
-            _scale_rows[(5,)](x, y, n, x.stride(0), BLOCK=64)
-            assert same_bits(out, y), n
-    finally:
-        trace.ENABLED = True
-        trace.clear()
+    for n, out in zip((64, 64, 40), outs):
+        y = torch.full_like(x, float("nan"))
+        _scale_rows[(5,)](x, y, n, x.stride(0), BLOCK=64)
+        assert same_bits(out, y), n
 
 
 def test_new_argument_values_replay_where_the_control_flow_is_the_same(fresh):
