@@ -82,14 +82,36 @@ def _describe(kernel_obj, args, grid, kwargs) -> Launch:
         params = sig.parameters
         call_kwargs = {k: v for k, v in kwargs.items() if k in params}
         options = {k: v for k, v in kwargs.items() if k not in params and _plain(v)}
-        bound = sig.bind_partial(*args, **call_kwargs)
-        bound.apply_defaults()
-        constexprs = {k: v for k, v in bound.arguments.items() if k in constexpr_names and _plain(v)}
-        g = grid(dict(bound.arguments)) if callable(grid) else grid
+        arguments = _bind(sig, args, call_kwargs)
+        constexprs = {k: v for k, v in arguments.items() if k in constexpr_names and _plain(v)}
+        g = grid(dict(arguments)) if callable(grid) else grid
         grid_t = tuple(int(x) for x in g) if g is not None else None
     except Exception:  # describing must never break the launch
         grid_t = None
     return Launch(kernel=name, constexprs=constexprs, grid=grid_t, options=options)
+
+
+_EMPTY = inspect.Parameter.empty
+
+
+def _bind(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict:
+    """``sig.bind_partial(*args, **kwargs)`` with defaults applied, as a dict in parameter order; without
+    inspect's machinery where every parameter is plain (positional or keyword) and no keyword repeats a
+    positional argument (inspect's binding was a third of describing a launch)."""
+    params = sig.parameters
+    names = tuple(params)
+    if len(args) <= len(names) and all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params.values()) \
+            and not any(k in kwargs for k in names[:len(args)]):
+        out = dict(zip(names, args))
+        for name in names[len(args):]:
+            if name in kwargs:
+                out[name] = kwargs[name]
+            elif params[name].default is not _EMPTY:
+                out[name] = params[name].default
+        return out
+    bound = sig.bind_partial(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def _plain(v: Any) -> bool:

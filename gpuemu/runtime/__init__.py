@@ -95,8 +95,12 @@ def deactivate() -> None:
 def _on_gpu(args: tuple, kwargs: dict) -> bool:
     import torch
 
-    for v in (*args, *kwargs.values()):
-        if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+    tensor = torch.Tensor
+    for v in args:
+        if isinstance(v, tensor) and not v.is_cpu:  # (is_cpu: device.type == "cpu", without a device object)
+            return True
+    for v in kwargs.values():
+        if isinstance(v, tensor) and not v.is_cpu:
             return True
     return False
 

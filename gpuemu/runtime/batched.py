@@ -50,12 +50,25 @@ def chunks(programs: int, size: int = CHUNK) -> list[tuple[int, int]]:
 
 
 def program_ids(grid3: tuple[int, int, int], start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x, y, z) ids of the flat programs [start, stop) in the sequential loop's order (x outermost)."""
-    flat = np.arange(start, stop, dtype=np.int64)
-    ny, nz = grid3[1], grid3[2]
-    x, rest = np.divmod(flat, ny * nz)
-    y, z = np.divmod(rest, nz)
-    return x.astype(np.int32), y.astype(np.int32), z.astype(np.int32)
+    """(x, y, z) ids of the flat programs [start, stop) in the sequential loop's order (x outermost); the
+    arrays are read-only and shared by launches of the same grid (a launch's chunks recur)."""
+    key = (grid3, start, stop)
+    hit = _pids.get(key)
+    if hit is None:
+        flat = np.arange(start, stop, dtype=np.int64)
+        ny, nz = grid3[1], grid3[2]
+        x, rest = np.divmod(flat, ny * nz)
+        y, z = np.divmod(rest, nz)
+        hit = (x.astype(np.int32), y.astype(np.int32), z.astype(np.int32))
+        for a in hit:
+            a.flags.writeable = False
+        if len(_pids) >= 256:
+            _pids.clear()
+        _pids[key] = hit
+    return hit
+
+
+_pids: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # (grid, start, stop) -> program_ids
 
 
 class Batch:

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import fast as _fast
 from .fast import in_range
 
 ENABLED = True
@@ -136,7 +137,8 @@ def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> Key | None:
         return ("c", type(v), v)
 
     try:
-        parts = tuple((name, sig(v)) for name, v in kargs.items())
+        # (a scalar or pointer argument's type inline: most arguments are one)
+        parts = tuple([(name, _type_sig(v.type) if type(v) is tensor else sig(v)) for name, v in kargs.items()])
         return Key((id(rw.fn), mode, settings, parts, env_of(rw)))
     except TypeError:
         return None
@@ -150,7 +152,7 @@ def env_of(rw: Any) -> tuple:
     (a module constant, a helper, ``tl`` itself), the language patch plan (a new one is recorded when
     another tool changed ``triton.language``) and whether the fast paths are on. The objects are held by
     the key, so their ids stay unique while it lives."""
-    from . import fast
+    fast = _fast
 
     hit = _names.get(id(rw.fn))
     if hit is not None and hit[0] is rw.fn:
