@@ -76,3 +76,32 @@ def test_interceptor_gate_skips_unwanted_launches():
     finally:
         remove_interceptor(gated)
     assert calls == ["_double"]
+
+
+def test_describing_binds_as_inspect_does():
+    """_describe's binder gives inspect's bind_partial + apply_defaults (parameter order, defaults, missing
+    parameters left out), and raises as inspect does where a keyword repeats a positional argument."""
+    import inspect
+
+    import pytest
+
+    from gpuemu.runners.launches import _bind
+
+    def plain(a, b, c=3, D=4):
+        pass
+
+    def star(a, *rest, k=1):
+        pass
+
+    def want(fn, args, kwargs):
+        bound = inspect.signature(fn).bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    for fn, args, kwargs in ((plain, (1, 2), {}), (plain, (1,), {"D": 9}), (plain, (), {"c": 5}),
+                             (plain, (1, 2, 3, 4), {}), (plain, (1,), {"c": 0, "b": 7}),
+                             (star, (1, 2, 3), {"k": 2}), (star, (1,), {})):
+        got = _bind(inspect.signature(fn), args, kwargs)
+        assert got == want(fn, args, kwargs) and list(got) == list(want(fn, args, kwargs)), (fn, args, kwargs)
+    with pytest.raises(TypeError):
+        _bind(inspect.signature(plain), (1,), {"a": 2})
