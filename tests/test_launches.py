@@ -85,7 +85,7 @@ def test_describing_binds_as_inspect_does():
 
     import pytest
 
-    from gpuemu.runners.launches import _bind
+    from gpuemu.runners.launches import _all_plain, _bind
 
     def plain(a, b, c=3, D=4):
         pass
@@ -101,7 +101,8 @@ def test_describing_binds_as_inspect_does():
     for fn, args, kwargs in ((plain, (1, 2), {}), (plain, (1,), {"D": 9}), (plain, (), {"c": 5}),
                              (plain, (1, 2, 3, 4), {}), (plain, (1,), {"c": 0, "b": 7}),
                              (star, (1, 2, 3), {"k": 2}), (star, (1,), {})):
-        got = _bind(inspect.signature(fn), args, kwargs)
+        sig = inspect.signature(fn)
+        got = _bind(sig, _all_plain(sig), args, kwargs)
         assert got == want(fn, args, kwargs) and list(got) == list(want(fn, args, kwargs)), (fn, args, kwargs)
     with pytest.raises(TypeError):
-        _bind(inspect.signature(plain), (1,), {"a": 2})
+        _bind(inspect.signature(plain), True, (1,), {"a": 2})

@@ -55,12 +55,14 @@ def _is_constexpr(param: inspect.Parameter) -> bool:
     return str(name).split(".")[-1] == "constexpr"
 
 
-_signatures: dict[int, tuple] = {}  # id(kernel function) -> (it, its code and defaults, signature, constexprs)
+_signatures: dict[int, tuple] = {}  # id(kernel function) -> (it, its code and defaults, signature, constexprs,
+#                                      whether every parameter is plain)
 
 
 def _signature(fn) -> tuple:
-    """(signature, names of its constexpr parameters) of a kernel's function, worked out once per function
-    while its code and defaults stay (inspect.signature alone was half of describing a launch)."""
+    """(signature, names of its constexpr parameters, whether every parameter is plain: see :func:`_bind`) of a
+    kernel's function, worked out once per function while its code and defaults stay (inspect.signature alone
+    was half of describing a launch)."""
     hit = _signatures.get(id(fn))
     now = (getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None))
     if hit is None or hit[0] is not fn or hit[1] != now:
@@ -68,8 +70,8 @@ def _signature(fn) -> tuple:
             _signatures.clear()
         sig = inspect.signature(fn)
         hit = _signatures[id(fn)] = (fn, now, sig, frozenset(k for k, p in sig.parameters.items()
-                                                            if _is_constexpr(p)))
-    return hit[2], hit[3]
+                                                            if _is_constexpr(p)), _all_plain(sig))
+    return hit[2], hit[3], hit[4]
 
 
 def _describe(kernel_obj, args, grid, kwargs) -> Launch:
@@ -78,11 +80,11 @@ def _describe(kernel_obj, args, grid, kwargs) -> Launch:
     constexprs: dict[str, Any] = {}
     options: dict[str, Any] = {}
     try:
-        sig, constexpr_names = _signature(fn)
+        sig, constexpr_names, plain = _signature(fn)
         params = sig.parameters
         call_kwargs = {k: v for k, v in kwargs.items() if k in params}
         options = {k: v for k, v in kwargs.items() if k not in params and _plain(v)}
-        arguments = _bind(sig, args, call_kwargs)
+        arguments = _bind(sig, plain, args, call_kwargs)
         constexprs = {k: v for k, v in arguments.items() if k in constexpr_names and _plain(v)}
         g = grid(dict(arguments)) if callable(grid) else grid
         grid_t = tuple(int(x) for x in g) if g is not None else None
@@ -94,14 +96,18 @@ def _describe(kernel_obj, args, grid, kwargs) -> Launch:
 _EMPTY = inspect.Parameter.empty
 
 
-def _bind(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict:
+def _all_plain(sig: inspect.Signature) -> bool:
+    """Every parameter positional-or-keyword (no ``*args``, keyword-only or positional-only one)."""
+    return all(p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
+
+
+def _bind(sig: inspect.Signature, plain: bool, args: tuple, kwargs: dict) -> dict:
     """``sig.bind_partial(*args, **kwargs)`` with defaults applied, as a dict in parameter order; without
-    inspect's machinery where every parameter is plain (positional or keyword) and no keyword repeats a
+    inspect's machinery where every parameter is ``plain`` (:func:`_all_plain`) and no keyword repeats a
     positional argument (inspect's binding was a third of describing a launch)."""
     params = sig.parameters
     names = tuple(params)
-    if len(args) <= len(names) and all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params.values()) \
-            and not any(k in kwargs for k in names[:len(args)]):
+    if plain and len(args) <= len(names) and not any(k in kwargs for k in names[:len(args)]):
         out = dict(zip(names, args))
         for name in names[len(args):]:
             if name in kwargs:

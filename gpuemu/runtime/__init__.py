@@ -19,6 +19,7 @@ tensors live on a GPU are passed on untouched.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -96,11 +97,8 @@ def _on_gpu(args: tuple, kwargs: dict) -> bool:
     import torch
 
     tensor = torch.Tensor
-    for v in args:
+    for v in itertools.chain(args, kwargs.values()):
         if isinstance(v, tensor) and not v.is_cpu:  # (is_cpu: device.type == "cpu", without a device object)
-            return True
-    for v in kwargs.values():
-        if isinstance(v, tensor) and not v.is_cpu:
             return True
     return False
 

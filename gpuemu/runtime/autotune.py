@@ -26,22 +26,11 @@ from ..errors import KernelFinding
 _RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "float64": 1e-10}
 
 
-def _autotuner_class() -> type:
-    global _Autotuner
-    if _Autotuner is None:
-        from triton.runtime.autotuner import Autotuner
-
-        _Autotuner = Autotuner
-    return _Autotuner
-
-
-_Autotuner: type | None = None
-
-
 def find_autotuner(kernel: Any, depth: int = 16):
     """(autotuner, args, kwargs) of the ``Autotuner.run`` frame that launched ``kernel``, or None (also
     None inside the autotuner's own benchmark calls)."""
-    Autotuner = _autotuner_class()
+    from triton.runtime.autotuner import Autotuner
+
     f = sys._getframe(2)
     for _ in range(depth):
         if f is None:

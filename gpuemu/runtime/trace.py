@@ -152,8 +152,6 @@ def env_of(rw: Any) -> tuple:
     (a module constant, a helper, ``tl`` itself), the language patch plan (a new one is recorded when
     another tool changed ``triton.language``) and whether the fast paths are on. The objects are held by
     the key, so their ids stay unique while it lives."""
-    fast = _fast
-
     hit = _names.get(id(rw.fn))
     if hit is not None and hit[0] is rw.fn:
         names = hit[1]
@@ -165,7 +163,7 @@ def env_of(rw: Any) -> tuple:
         _names[id(rw.fn)] = (rw.fn, names)
     g = rw.fn.__globals__
     values = tuple(map(g.get, names))
-    return (fast.ENABLED, id(fast._plan), fast._plan, tuple(map(id, values)), _Held(values))
+    return (_fast.ENABLED, id(_fast._plan), _fast._plan, tuple(map(id, values)), _Held(values))
 
 
 class _Held:
