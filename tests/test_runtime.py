@@ -211,6 +211,42 @@ def test_arguments_bind_as_inspect_binds_them():
         assert str(ours.value) == str(theirs.value)
 
 
+def test_a_repeated_launch_binds_as_a_new_one():
+    """executor._bind_launch keeps what a launch's scalars, constexprs and grid bind to for later launches with
+    the same ones (converting only their tensors): every such launch gets exactly the arguments a first launch
+    gets (pointers, scalar bits, constexprs, grid), and another value, sign of zero, type or default binds anew."""
+    from gpuemu.runtime import executor
+    from gpuemu.runtime.executor import Arena, Settings, _bind_launch
+
+    def k(x_ptr, y_ptr, n, scale, flag, BLOCK: tl.constexpr = 16):
+        pass
+
+    def described(kargs):
+        return {p: (str(v.type), v.handle.data.tobytes()) if isinstance(v, tl.tensor) else v for p, v in kargs.items()}
+
+    settings = Settings()
+    x, y = torch.randn(8), torch.randn(3, 5)[:, 1:]
+    calls = [((x, y, 8, 0.5, True), {}), ((x, y, 8, 0.0, True), {}), ((x, y, 8, -0.0, True), {}),
+             ((x, y, 8, 0.5, 1), {}), ((x,), {"y_ptr": y, "n": 9, "scale": 0.5, "flag": False, "num_warps": 4}),
+             ((x, y, 8, 0.5, True, 64), {}), ((y, x, 8, 0.5, True), {})]
+    fresh = []
+    for args, kwargs in calls:
+        executor._bound.clear()
+        fresh.append(described(_bind_launch(k, args, kwargs, (2,), settings, Arena())[1]))
+    for _ in range(2):  # the first round keeps every launch's binding, the second finds it
+        for (args, kwargs), want in zip(calls, fresh):
+            bound, kargs = _bind_launch(k, args, kwargs, (2,), settings, Arena())
+            assert described(kargs) == want and bound.grid3 == (2, 1, 1), (args, kwargs)
+    zero, minus = (described(_bind_launch(k, (x, y, 8, z, True), {}, (2,), settings, Arena())[1])["scale"][1]
+                   for z in (0.0, -0.0))
+    assert zero != minus
+    k.__defaults__ = (32,)  # a default changed between launches: bound anew
+    assert _bind_launch(k, (x, y, 8, 0.5, True), {}, (2,), settings, Arena())[1]["BLOCK"] == 32
+    kept = [b for b in executor._bound.values() if b.signature.fn is k]
+    assert kept and all(not v.handle.data.flags.writeable for b in kept for v in b.kargs.values()
+                        if isinstance(v, tl.tensor))
+
+
 def test_distinct_shows_tiles_of_a_batched_store_and_never_a_repeated_element():
     """memory._distinct (a batched store may scatter with numpy only where no two lanes write one element):
     strictly increasing lanes, and programs' tiles in any order, are shown distinct; a repeat never is."""

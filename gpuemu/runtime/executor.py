@@ -19,7 +19,9 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import inspect
+import itertools
 import operator
+import struct
 import sys
 import threading
 import time
@@ -469,27 +471,103 @@ class _Signature:
 _signatures: dict[int, _Signature] = {}  # id(fn) -> its parameters
 
 
-def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> LaunchResult:
-    """Run ``kernel[grid](*args, **kwargs)`` on the CPU runtime; raises KernelFinding for what the kernel
-    did wrong (out-of-bounds access, failed assertion, inter-program wait, timeout)."""
+class _Bound:
+    """A launch's arguments as the kernel body takes them, apart from the tensors: the same for every launch
+    of one kernel with the same grid, settings, scalar arguments (by value and type) and tensor dtypes, so
+    such a launch (a replayed specialisation, most of all) binds, checks the grid and converts its scalars
+    once, and converts only its tensors (their addresses, extents and regions are the launch's own)."""
+
+    __slots__ = ("name", "signature", "grid3", "constexprs", "kargs", "tensors")
+
+    def __init__(self, name: str, signature: _Signature, grid3: tuple[int, int, int], constexprs: dict,
+                 kargs: dict, tensors: tuple) -> None:
+        self.name, self.signature, self.grid3, self.constexprs = name, signature, grid3, constexprs
+        self.kargs = kargs  # every parameter; a tensor's entry is filled per launch
+        self.tensors = tensors  # (parameter, position in args or keyword name) of each tensor argument
+
+
+_bound: dict[tuple, _Bound] = {}  # _bound_key -> the launch's bound arguments
+_MAX_BOUND = 1024
+_float_bits = struct.Struct("<d").pack
+
+
+def _bound_key(fn: Callable, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> tuple | None:
+    """What binding and converting a launch's arguments depend on, apart from its tensors' addresses; None
+    where an argument or the grid is not one this covers (then the launch binds from scratch). Scalars by
+    type and value (a float by its bits: 0.0 and -0.0 convert apart), a CPU or device tensor by dtype (a
+    subclass is not covered: its conversion may differ)."""
+    if type(grid) is not tuple:
+        return None
+    for g in grid:
+        if type(g) is not int:
+            return None
+    parts: list = [fn, grid, settings]
+    for v in itertools.chain(args, kwargs.values()):
+        kind = type(v)
+        if kind is int or kind is bool or v is None:
+            parts.append((kind, v))
+        elif kind is float:
+            parts.append(_float_bits(v))
+        elif kind.__name__ == "Tensor" and kind.__module__ == "torch":
+            parts.append(v.dtype)
+        else:
+            return None
+    if kwargs:
+        parts.append(tuple(kwargs))
+    return tuple(parts)
+
+
+def _bind_launch(fn: Callable, args: tuple, kwargs: dict, grid: Any, settings: Settings,
+                 arena: Arena) -> tuple[_Bound, dict]:
+    """The launch's bound arguments and the kernel body's arguments (tensors registered in ``arena``)."""
     import triton.language as tl
 
-    fn = getattr(kernel, "fn", kernel)
-    name = getattr(fn, "__name__", repr(fn))
+    key = _bound_key(fn, args, kwargs, grid, settings)
+    bound = _bound.get(key) if key is not None else None
+    if bound is not None and bound.signature.current(fn):
+        kargs = dict(bound.kargs)
+        for pname, at in bound.tensors:
+            kargs[pname] = _convert(args[at] if type(at) is int else kwargs[at], pname, arena)
+        return bound, kargs
     hit = _signatures.get(id(fn))
     if hit is None or not hit.current(fn):
         hit = _signatures[id(fn)] = _Signature(fn)
     arguments = hit.bind(args, kwargs)
     grid3 = normalize_grid(grid, dict(arguments) if callable(grid) else arguments)
-    arena = Arena()
-    kargs: dict[str, Any] = {}
+    kargs = {}
     constexpr_names = hit.constexprs
     for pname, value in arguments.items():
         if pname in constexpr_names:
             kargs[pname] = _DtypeConstexpr.wrap(value.value if isinstance(value, tl.constexpr) else value)
         else:
             kargs[pname] = _convert(value, pname, arena)
-    constexprs = {k: v for k, v in arguments.items() if k in constexpr_names}
+    bound = _Bound(getattr(fn, "__name__", repr(fn)), hit, grid3,
+                   {k: v for k, v in arguments.items() if k in constexpr_names}, kargs, ())
+    if key is not None and hit.plain:  # (positions are parameters' only where every parameter is plain)
+        at_of = {pname: i for i, pname in enumerate(hit.names[:len(args)])}
+        at_of.update((pname, pname) for pname in kwargs)
+        tensors = tuple((pname, at_of.get(pname)) for pname, v in arguments.items() if type(v).__name__ == "Tensor")
+        if any(at is None or pname in constexpr_names for pname, at in tensors):
+            return bound, kargs  # a tensor from a default, or as a constexpr: bound from scratch every time
+        shared = dict(kargs)
+        for pname, _ in tensors:
+            shared[pname] = None
+        for v in shared.values():  # shared by later launches: a write to one would be a bug, so it raises
+            if type(v) is tl.tensor and type(v.handle.data) is np.ndarray:
+                v.handle.data.flags.writeable = False
+        if len(_bound) >= _MAX_BOUND:
+            _bound.clear()
+        _bound[key] = _Bound(bound.name, hit, grid3, bound.constexprs, shared, tensors)
+    return bound, kargs
+
+
+def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Settings) -> LaunchResult:
+    """Run ``kernel[grid](*args, **kwargs)`` on the CPU runtime; raises KernelFinding for what the kernel
+    did wrong (out-of-bounds access, failed assertion, inter-program wait, timeout)."""
+    fn = getattr(kernel, "fn", kernel)
+    arena = Arena()
+    bound, kargs = _bind_launch(fn, args, kwargs, grid, settings, arena)
+    name, grid3, constexprs = bound.name, bound.grid3, bound.constexprs
     rw = rewrite(kernel, fn)
     t0 = time.perf_counter()
     with _lock:
