@@ -199,8 +199,9 @@ class Arena:
         return _host_view(start, n, npd), start
 
     def _lanes(self, addr: np.ndarray, mask: np.ndarray, npd: np.dtype):
-        """For an access of ``npd`` elements: (the region's view, element indices of the active lanes, all
-        lanes active?) when every active lane lies in one region, in bounds and aligned -- what
+        """For an access of ``npd`` elements: (the region's view, element indices of the active lanes -- in
+        lane order, of ``addr``'s shape when every lane is active --, all lanes active?) when every active lane
+        lies in one region, in bounds and aligned -- what
         :meth:`translate`'s fast path accepts; None for anything else (which translate() describes)."""
         if addr.ndim == 0 or addr.dtype != np.uint64:
             return None
@@ -208,17 +209,19 @@ class Arena:
         if size & (size - 1):
             return None
         every = bool(mask.all())
-        sel = addr.reshape(-1) if every else addr[mask]
+        # (every lane: the block itself, in its shape -- a broadcast view is not copied first; _one_region's
+        # offsets are a new array either way)
+        sel = addr if every else addr[mask]
         if sel.size == 0:
             return None
         hit = self._one_region(sel, size)
         if hit is None:
             return None
-        r, d = hit  # (d: byte offsets from the view's first element)
+        r, d = hit  # (d: byte offsets from the view's first element, a new array)
         view = self._view(r, npd)
         if view is None:
             return None
-        idx = d >> np.uint64(size.bit_length() - 1)  # a new array of indices below the view's length
+        idx = np.right_shift(d, np.uint64(size.bit_length() - 1), out=d)  # indices below the view's length
         return view[0], (idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)), every
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
@@ -232,7 +235,7 @@ class Arena:
         # (arr[idx] rather than arr.take(idx): the same copy; timed inside launches, where nothing else calls
         # take, the first take of a launch ran cold at 7-13 us, indexing at 2-4 us)
         if every:
-            return arr[idx].reshape(addr.shape)
+            return arr[idx]
         # C order, as Triton's load returns (reductions sum by layout)
         out = np.zeros(addr.shape, dtype=npd) if other is None else np.array(other, dtype=npd, order="C")
         out[mask] = arr[idx]
@@ -246,9 +249,9 @@ class Arena:
         if hit is None:
             return False
         arr, idx, every = hit
-        if not (_distinct(idx, mask, every) or _distinct_marked(idx, arr.size)):
+        if not (_distinct(idx.reshape(-1), mask, every) or _distinct_marked(idx, arr.size)):
             return False
-        arr[idx] = value.reshape(-1) if every else value[mask]
+        arr[idx] = value if every else value[mask]
         return True
 
     def _translate_one(self, addr, active, rid: int, size: int, kind: str) -> np.ndarray:
