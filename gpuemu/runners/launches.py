@@ -101,19 +101,33 @@ def _all_plain(sig: inspect.Signature) -> bool:
     return all(p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
 
 
+def bind_plain(params: Any, args: tuple, kwargs: dict, partial: bool) -> dict | None:
+    """The arguments by parameter name, in parameter order, defaults applied, for a function whose every
+    parameter is positional-or-keyword (``params``: its signature's parameters, :func:`_all_plain`) -- what
+    inspect's bind (``partial``: bind_partial) and apply_defaults give, without their machinery. None where
+    inspect must answer: more arguments than parameters, a keyword repeating a positional argument or,
+    unless ``partial``, a missing argument (inspect's error says which)."""
+    names = tuple(params)
+    n = len(args)
+    if n > len(names) or any(k in kwargs for k in names[:n]):
+        return None
+    out = dict(zip(names, args))
+    for name in names[n:]:
+        if name in kwargs:
+            out[name] = kwargs[name]
+        elif params[name].default is not _EMPTY:
+            out[name] = params[name].default
+        elif not partial:
+            return None
+    return out
+
+
 def _bind(sig: inspect.Signature, plain: bool, args: tuple, kwargs: dict) -> dict:
     """``sig.bind_partial(*args, **kwargs)`` with defaults applied, as a dict in parameter order; without
-    inspect's machinery where every parameter is ``plain`` (:func:`_all_plain`) and no keyword repeats a
-    positional argument (inspect's binding was a third of describing a launch)."""
-    params = sig.parameters
-    names = tuple(params)
-    if plain and len(args) <= len(names) and not any(k in kwargs for k in names[:len(args)]):
-        out = dict(zip(names, args))
-        for name in names[len(args):]:
-            if name in kwargs:
-                out[name] = kwargs[name]
-            elif params[name].default is not _EMPTY:
-                out[name] = params[name].default
+    inspect's machinery where every parameter is ``plain`` (:func:`bind_plain`; inspect's binding was a third
+    of describing a launch)."""
+    out = bind_plain(sig.parameters, args, kwargs, partial=True) if plain else None
+    if out is not None:
         return out
     bound = sig.bind_partial(*args, **kwargs)
     bound.apply_defaults()

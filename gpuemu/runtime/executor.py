@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import KernelFinding, one_line
+from ..runners.launches import _all_plain, bind_plain
 from . import _compat, fast, libdevice, numerics, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
@@ -340,6 +341,11 @@ def _pointer_type(obj: Any):
 _ptr_by_dtype: dict = {}  # torch dtype -> Triton's pointer type for a tensor of it
 
 
+def _is_tensor_type(kind: type) -> bool:
+    """``torch.Tensor`` itself (not a subclass), told without importing torch."""
+    return kind.__name__ == "Tensor" and kind.__module__ == "torch"
+
+
 def _scalar(it: Any, tl: Any, data: np.ndarray, ty: Any) -> Any:
     """``tl.tensor(TensorHandle(data, ty), ty)`` for a scalar or pointer argument. With the fast paths on,
     the tensor is built as their constructor builds every tensor of the launch (fast.install)."""
@@ -362,7 +368,7 @@ def _convert(value: Any, name: str, arena: Arena) -> Any:
         return _scalar(it, tl, np.array([value], dtype=np.int32), tl.int32)
     if kind is float:  # compiled Triton passes a float argument as an fp32 scalar
         return _scalar(it, tl, np.array([value], dtype=np.float32), tl.float32)
-    if kind.__name__ == "Tensor" and kind.__module__ == "torch":
+    if _is_tensor_type(kind):
         ty = _ptr_by_dtype.get(value.dtype)
         if ty is None:
             ty = _ptr_by_dtype[value.dtype] = _pointer_type(value)
@@ -432,10 +438,8 @@ class _Signature:
         params = self.sig.parameters
         self.constexprs = {p for p, prm in params.items() if _compat.is_constexpr_annotation(prm.annotation)}
         self.params = params
-        # every parameter plain (positional or keyword): bound by :meth:`bind` without inspect's machinery
-        self.plain = all(prm.kind is prm.POSITIONAL_OR_KEYWORD for prm in params.values())
+        self.plain = _all_plain(self.sig)  # bound by :meth:`bind` without inspect's machinery
         self.names = tuple(params)
-        self.defaults_by_pos = tuple(prm.default for prm in params.values())
 
     def current(self, fn: Callable) -> bool:
         """Still ``fn``'s parameters (its code or defaults may be reassigned)."""
@@ -447,22 +451,9 @@ class _Signature:
         arguments the kernel does not take are left out, as Triton's launcher passes them: num_warps, ...)."""
         params = self.params
         kw = {k: v for k, v in kwargs.items() if k in params}
-        names, n = self.names, len(args)
-        if self.plain and n <= len(names):
-            out = dict(zip(names, args))
-            used = 0
-            empty = inspect.Parameter.empty
-            for name, default in zip(names[n:], self.defaults_by_pos[n:]):
-                if name in kw:
-                    out[name] = kw[name]
-                    used += 1
-                elif default is not empty:
-                    out[name] = default
-                else:
-                    break  # a missing argument: inspect says which
-            else:
-                if used == len(kw):  # (else a keyword naming a positional already given: inspect says so)
-                    return out
+        out = bind_plain(params, args, kw, partial=False) if self.plain else None
+        if out is not None:
+            return out
         bound = self.sig.bind(*args, **kw)
         bound.apply_defaults()
         return dict(bound.arguments)
@@ -508,7 +499,7 @@ def _bound_key(fn: Callable, args: tuple, kwargs: dict, grid: Any, settings: Set
             parts.append((kind, v))
         elif kind is float:
             parts.append(_float_bits(v))
-        elif kind.__name__ == "Tensor" and kind.__module__ == "torch":
+        elif _is_tensor_type(kind):
             parts.append(v.dtype)
         else:
             return None
@@ -542,22 +533,22 @@ def _bind_launch(fn: Callable, args: tuple, kwargs: dict, grid: Any, settings: S
         else:
             kargs[pname] = _convert(value, pname, arena)
     bound = _Bound(getattr(fn, "__name__", repr(fn)), hit, grid3,
-                   {k: v for k, v in arguments.items() if k in constexpr_names}, kargs, ())
+                   {k: v for k, v in arguments.items() if k in constexpr_names}, dict(kargs), ())
     if key is not None and hit.plain:  # (positions are parameters' only where every parameter is plain)
         at_of = {pname: i for i, pname in enumerate(hit.names[:len(args)])}
         at_of.update((pname, pname) for pname in kwargs)
-        tensors = tuple((pname, at_of.get(pname)) for pname, v in arguments.items() if type(v).__name__ == "Tensor")
+        tensors = tuple((pname, at_of.get(pname)) for pname, v in arguments.items() if _is_tensor_type(type(v)))
         if any(at is None or pname in constexpr_names for pname, at in tensors):
             return bound, kargs  # a tensor from a default, or as a constexpr: bound from scratch every time
-        shared = dict(kargs)
+        bound.tensors = tensors
         for pname, _ in tensors:
-            shared[pname] = None
-        for v in shared.values():  # shared by later launches: a write to one would be a bug, so it raises
+            bound.kargs[pname] = None
+        for v in bound.kargs.values():  # shared by later launches: a write to one would be a bug, so it raises
             if type(v) is tl.tensor and type(v.handle.data) is np.ndarray:
                 v.handle.data.flags.writeable = False
         if len(_bound) >= _MAX_BOUND:
             _bound.clear()
-        _bound[key] = _Bound(bound.name, hit, grid3, bound.constexprs, shared, tensors)
+        _bound[key] = bound
     return bound, kargs
 
 
