@@ -468,13 +468,16 @@ class _Bound:
     such a launch (a replayed specialisation, most of all) binds, checks the grid and converts its scalars
     once, and converts only its tensors (their addresses, extents and regions are the launch's own)."""
 
-    __slots__ = ("name", "signature", "grid3", "constexprs", "kargs", "tensors")
+    __slots__ = ("name", "signature", "grid3", "constexprs", "kargs", "tensors", "trace_keys")
 
     def __init__(self, name: str, signature: _Signature, grid3: tuple[int, int, int], constexprs: dict,
                  kargs: dict, tensors: tuple) -> None:
         self.name, self.signature, self.grid3, self.constexprs = name, signature, grid3, constexprs
         self.kargs = kargs  # every parameter; a tensor's entry is filled per launch
         self.tensors = tensors  # (parameter, position in args or keyword name) of each tensor argument
+        # mode -> (rewritten kernel, trace key) of the launch's arguments: every launch bound here has the same
+        # key while the kernel's globals and the language plan are the same (a tensor's type is its dtype's)
+        self.trace_keys: dict[str, tuple] = {}
 
 
 _bound: dict[tuple, _Bound] = {}  # _bound_key -> the launch's bound arguments
@@ -578,7 +581,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         try:
-            lean_found = _lean(state, rw, kargs, settings, grid3)
+            lean_found = _lean(state, rw, kargs, settings, grid3, bound)
             lean = lean_found is not None
             lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
@@ -851,8 +854,8 @@ def _core_key() -> tuple:
             vars(sem).get("binary_op_sanitize_overflow_impl"))
 
 
-def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings,
-          grid3: tuple[int, int, int]) -> tuple[str, trace.Key, list] | None:
+def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings, grid3: tuple[int, int, int],
+          bound: _Bound) -> tuple[str, trace.Key, list] | None:
     """Whether this launch will replay a trace that needs no language patch (trace.Trace.lean), with every
     other patch it needs already built: then the ~240 attributes of Triton's language patches are neither
     set nor restored. Anything else in the launch (no trace matching after all) re-patches in full.
@@ -861,7 +864,13 @@ def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings,
         return None
     programs = grid3[0] * grid3[1] * grid3[2]
     mode = "batched" if settings.grid == "batched" and programs >= max(2, MIN_BATCH) else "sequential"
-    key = trace.key_of(rw, mode, settings, kargs)
+    known = bound.trace_keys.get(mode)
+    if known is not None and known[0] is rw and trace.same_env(known[1], rw):
+        key = known[1]
+    else:
+        key = trace.key_of(rw, mode, settings, kargs)
+        if key is not None:
+            bound.trace_keys[mode] = (rw, key)
     cands = trace.candidates(key)
     if not cands or not all(t.lean for t in cands):
         return None

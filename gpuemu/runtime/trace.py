@@ -35,6 +35,7 @@ argument (a tensor descriptor, say), a result the recorder does not know, traces
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -164,6 +165,16 @@ def env_of(rw: Any) -> tuple:
     g = rw.fn.__globals__
     values = tuple(map(g.get, names))
     return (_fast.ENABLED, id(_fast._plan), _fast._plan, tuple(map(id, values)), _Held(values))
+
+
+def same_env(key: Key, rw: Any) -> bool:
+    """Whether :func:`env_of` ``(rw)`` would now give ``key``'s part (so a launch with the arguments ``key`` was
+    built from has ``key`` again): the same fast-path switch and plan, each global name bound to the same object."""
+    env = key.parts[-1]
+    hit = _names.get(id(rw.fn))
+    if env[0] != _fast.ENABLED or env[2] is not _fast._plan or hit is None or hit[0] is not rw.fn:
+        return False
+    return all(map(operator.is_, map(rw.fn.__globals__.get, hit[1]), env[4].values))
 
 
 class _Held:
@@ -999,6 +1010,19 @@ _IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "p
            "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 
 
+_modules: tuple = ()  # (triton.language.core, Triton's interpreter): their tensor classes are what a replay builds
+
+
+def _find_modules() -> tuple:
+    global _modules
+    import triton.language as tl
+
+    from ._compat import interp
+
+    _modules = (tl.core, interp())
+    return _modules
+
+
 class Trace:
     """A recorded pass, compiled: ``run(inputs, builder)`` redoes its calls on new argument handles."""
 
@@ -1016,16 +1040,10 @@ class Trace:
         self.launches = 0  # replayed it (counted by the executor, once per launch)
 
     def run(self, inputs: list, builder: Any) -> None:
-        import operator
-
-        import triton.language as tl
-
+        core, it = _modules or _find_modules()
         ops = [getattr(obj, name) for obj, name in self.targets]
-        from ._compat import interp
-
-
-        self.fn(inputs, builder, ops, self.consts, tl.core.tensor, Diverged, operator.index, _reduce,
-                interp().TensorHandle, in_range)
+        self.fn(inputs, builder, ops, self.consts, core.tensor, Diverged, operator.index, _reduce, it.TensorHandle,
+                in_range)
 
 
     def upgrade(self) -> None:
