@@ -12,11 +12,13 @@ of each grid), so the table reads in milliseconds per program. A launcher that t
 finding (an out-of-bounds access, say) is timed up to the finding and marked. Each mode's first call is also
 kept: a launch runs the ordinary way the first two times its specialisation is launched with the same
 arguments, records on the third (gpuemu/runtime/trace.py) and replays after, so the best of ``--repeat`` (5) is
-a replay.
+a replay. The CPU time of the best batched call spent inside replays of recorded traces is kept too (the
+replay column): it splits the call into the replayed kernel and the Python around it.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -35,6 +37,7 @@ from gpuemu import runtime  # noqa: E402
 from gpuemu.cases import generate, materialize  # noqa: E402
 from gpuemu.corpus import load_manifest, resolve_target  # noqa: E402
 from gpuemu.runners import observe_launches  # noqa: E402
+from gpuemu.runtime import trace  # noqa: E402
 from gpuemu.target import load  # noqa: E402
 
 
@@ -42,25 +45,49 @@ def _programs(launches) -> int:
     return sum(int(np.prod(lch.grid)) for lch in launches if lch.grid)
 
 
-def _once(fn, args, kwargs) -> tuple[float, int, str]:
+_in_replays = [0.0]  # CPU seconds spent inside recorded replays (trace.Trace.run) since the last reset
+
+
+@contextlib.contextmanager
+def _timing_replays():
+    """For the duration, the CPU time inside every replay of a recorded trace adds to ``_in_replays``."""
+    run = trace.Trace.run
+
+    def timed(self, inputs, builder):
+        t0 = time.process_time()
+        try:
+            return run(self, inputs, builder)
+        finally:
+            _in_replays[0] += time.process_time() - t0
+
+    trace.Trace.run = timed
+    try:
+        yield
+    finally:
+        trace.Trace.run = run
+
+
+def _once(fn, args, kwargs) -> tuple[float, int, str, float]:
     """CPU seconds of this process for one call (less sensitive than wall time to other processes on a
-    shared machine), programs launched, and what stopped it early if anything did."""
+    shared machine), programs launched, what stopped it early if anything did, and the CPU seconds of the
+    call spent replaying recorded traces."""
     note = ""
-    with observe_launches() as seen, np.errstate(all="ignore"):
+    _in_replays[0] = 0.0
+    with observe_launches() as seen, np.errstate(all="ignore"), _timing_replays():
         t0 = time.process_time()
         try:
             fn(*args, **kwargs)
         except Exception as e:  # a finding or an interpreter error: time what ran
             note = type(e).__name__ if type(e).__name__ != "KernelFinding" else f"finding:{e.kind}"
         dt = time.process_time() - t0
-    return dt, _programs(seen), note
+    return dt, _programs(seen), note, _in_replays[0]
 
 
 def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
     """Best of ``repeat`` per mode, the modes interleaved and rotated (plain, sequential, batched, then
     sequential, batched, plain, ...) so that a burst of load on the machine hits all three alike. Returns {mode: (seconds, programs, note)} and the
     batched launches' reports."""
-    best: dict[str, tuple[float, int, str]] = {}
+    best: dict[str, tuple[float, int, str, float]] = {}
     first: dict[str, float] = {}  # each mode's first call: where a specialisation is new, it records its trace
     reports: list = []
     order = ["plain", "sequential", "batched"]
@@ -72,14 +99,14 @@ def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
                 runtime.activate()
                 runtime.configure(grid=mode)
             with runtime.observe() as reps:
-                dt, programs, note = _once(fn, args, kwargs)
+                dt, programs, note, replaying = _once(fn, args, kwargs)
             runtime.deactivate()
             if mode == "batched":
                 reports = list(reps)
             first.setdefault(mode, dt)
             if mode not in best or dt < best[mode][0]:
-                best[mode] = (dt, programs, note)
-    best["batched first"] = (first["batched"], best["batched"][1], best["batched"][2])
+                best[mode] = (dt, programs, note, replaying)
+    best["batched first"] = (first["batched"], best["batched"][1], best["batched"][2], 0.0)
     return best, reports
 
 
@@ -129,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             inputs, kwargs = materialize(case, "cpu")
             args = [inputs[k] for k in inputs]
             best, reps = _modes(fn, args, kwargs, a.repeat)
-            (t_plain, p_plain, n_plain), (t_rt, p_rt, n_rt), (t_b, p_b, n_b) = \
+            (t_plain, p_plain, n_plain, _), (t_rt, p_rt, n_rt, _), (t_b, p_b, n_b, r_b) = \
                 best["plain"], best["sequential"], best["batched"]
             if p_plain == 0 or p_rt == 0:
                 continue
@@ -137,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                             for r in reps})
             rows.append((entry.name, entry.op, "x".join(map(str, case.dims.values())), p_plain, t_plain / p_plain,
                          t_rt / p_rt, n_plain, n_rt, t_b / max(p_b, 1), n_b, "; ".join(modes),
-                         best["batched first"][0] / max(p_b, 1)))
+                         best["batched first"][0] / max(p_b, 1), r_b / max(p_b, 1)))
             print(f"{entry.name:32s} {rows[-1][2]:>14s} programs={p_plain:5d} plain {1e3 * rows[-1][4]:6.2f} ms/prog "
                   f"runtime {1e3 * rows[-1][5]:6.2f} batched {1e3 * rows[-1][8]:6.2f} ms/prog  "
                   f"x{rows[-1][4] / rows[-1][8]:.1f} faster {n_plain} {n_rt} {n_b} {rows[-1][10]}", file=sys.stderr)
@@ -151,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     one = [r[4] / r[8] for r in clean if r[3] == 1]
     few = [r[4] / r[8] for r in clean if 1 < r[3] < 16]
     cold = [r[4] / r[11] for r in clean]
+    # the replayed trace against the rest of a batched call (the launch's own Python, the launcher's torch
+    # calls): what each part bounds the speed-up to
+    replayed = [r for r in clean if 0 < r[12] < r[8]]
+    share = [r[12] / r[8] for r in replayed]
+    no_trace = [r[4] / (r[8] - r[12]) for r in replayed]
+    only_trace = [r[4] / r[12] for r in replayed]
 
     def med(xs: list) -> str:
         return f"x{statistics.median(xs):.1f} over {len(xs)} rows" if xs else "no rows"
@@ -185,6 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         "earlier row launched the same specialisation (another size, same block constexprs). The very first "
         "row also pays the process's warm-up.",
         "",
+        f"**Replays and the rest**: in {len(replayed)} of these rows the best batched call replayed a "
+        f"recorded trace; the replay took a median {statistics.median(share) if share else float('nan'):.0%} of the "
+        "call's CPU time, the rest being the launch's own Python around it (binding and converting arguments, "
+        "patches, the memory snapshot a failed replay restores, the report) and the launcher's torch calls. "
+        f"Plain / batched for those rows would be a median x{statistics.median(no_trace) if no_trace else float('nan'):.1f} "
+        f"if the replays cost nothing, and x{statistics.median(only_trace) if only_trace else float('nan'):.1f} if "
+        "nothing but the replays did (the replay column).",
+        "",
         f"Fixed cost of a launch (a one-program copy kernel, best of 30): plain {1e3 * launch_plain:.2f} ms, "
         f"runtime {1e3 * launch_rt:.2f} ms. Load average during the run: {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores (a shared machine: single rows are noisy, the medians less so).",
@@ -205,14 +246,14 @@ def main(argv: list[str] | None = None) -> int:
         "checks, bf16 rounding and TF32 dots still run on every load, store and op.",
         "",
         "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | batched ms/prog | "
-        "plain / batched | first batched ms/prog | mode | note |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "plain / batched | replay ms/prog | first batched ms/prog | mode | note |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for name, op, dims, p, tp, tr, n1, n2, tb, n3, mode, tf in rows:
+    for name, op, dims, p, tp, tr, n1, n2, tb, n3, mode, tf, trp in rows:
         note = "; ".join(x for x in (f"plain: {n1}" if n1 else "", f"runtime: {n2}" if n2 else "",
                                      f"batched: {n3}" if n3 else "") if x)
         lines.append(f"| {name} | {op} | {dims} | {p} | {1e3 * tp:.2f} | {1e3 * tr:.2f} | x{tr / tp:.2f} | "
-                     f"{1e3 * tb:.3f} | x{tp / tb:.1f} | {1e3 * tf:.3f} | {mode} | {note} |")
+                     f"{1e3 * tb:.3f} | x{tp / tb:.1f} | {1e3 * trp:.3f} | {1e3 * tf:.3f} | {mode} | {note} |")
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)
