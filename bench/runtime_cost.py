@@ -85,8 +85,8 @@ def _once(fn, args, kwargs) -> tuple[float, int, str, float]:
 
 def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
     """Best of ``repeat`` per mode, the modes interleaved and rotated (plain, sequential, batched, then
-    sequential, batched, plain, ...) so that a burst of load on the machine hits all three alike. Returns {mode: (seconds, programs, note)} and the
-    batched launches' reports."""
+    sequential, batched, plain, ...) so that a burst of load on the machine hits all three alike. Returns {mode:
+    (seconds, programs, note, seconds inside replays)} and the batched launches' reports."""
     best: dict[str, tuple[float, int, str, float]] = {}
     first: dict[str, float] = {}  # each mode's first call: where a specialisation is new, it records its trace
     reports: list = []
