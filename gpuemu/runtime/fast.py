@@ -112,7 +112,7 @@ class _Plan:
         now = list(map(getattr, self.objs, self.names, itertools.repeat(_MISSING, len(self.objs))))
         if all(map(operator.is_, now, self.befores)):
             return True
-        return all(map(_unchanged, now, self.befores))
+        return all(map(_unchanged, now, self.befores, self.afters))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -120,12 +120,13 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or (type(a) is types.MethodType and type(b) is types.MethodType and a == b)
 
 
-def _unchanged(now: Any, before: Any) -> bool:
+def _unchanged(now: Any, before: Any, after: Any) -> bool:
     """The attribute still holds what the plan found, or a patch Triton's interpreter left behind: a plain
-    TRITON_INTERPRET launch leaves tl.core's range, static_range, static_assert, multiple_of, max_contiguous
-    and max_constancy patched (see _compat.unpatched_language); the plan sets them as the interpreter does
-    and puts Triton's own definitions back afterwards."""
-    return _same(now, before) or _compat._is_interpreter_patch(now)
+    TRITON_INTERPRET launch of a kernel that calls a helper (tl.sum, tl.max) leaves tl.core's range,
+    static_range, static_assert, multiple_of, max_contiguous and max_constancy patched with functions of its
+    own and static_print as the builtin print, what the plan itself sets (see _compat.unpatched_language); the
+    plan sets them as the interpreter does and puts Triton's own definitions back afterwards."""
+    return _same(now, before) or _same(now, after) or _compat._is_interpreter_patch(now)
 
 
 def _record(anchor: Any) -> list[tuple[Any, str, Any, Any]]:
