@@ -99,18 +99,23 @@ def _row_sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
 
 def test_what_a_plain_launch_leaves_in_the_language_keeps_the_plan(rt, monkeypatch):
     """A plain interpreter launch of a kernel that calls a helper (tl.sum) leaves tl.core patched, static_print
-    as the builtin print: what the plan sets itself, so the plan (part of every trace's key) stays."""
+    as the builtin print: what the plan sets itself, so the plan (part of every trace's key) stays, the next
+    launch still replays, and the plan takes what it finds as the language from then on."""
+    from gpuemu.runtime import trace
+
     monkeypatch.setattr(tl.core, "static_print", tl.static_print)  # Triton's own, as before any plain launch
     x, y = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.empty(1)
-    _row_sum_kernel[(1,)](x, y, BLOCK=4)
-    plan = fast._plan
+    for _ in range(4):  # the third launch records, the fourth replays
+        _row_sum_kernel[(1,)](x, y, BLOCK=4)
+    plan, replayed = fast._plan, trace.stats["replayed"]
     rt.deactivate()
     _row_sum_kernel[(1,)](x, y, BLOCK=4)
     rt.activate()
-    assert tl.core.static_print is print  # (what Triton 3.6-3.8 leaves; the check below is the point)
+    assert tl.core.static_print is print  # (what Triton 3.6-3.8 leaves; the checks below are the point)
     y.zero_()
     _row_sum_kernel[(1,)](x, y, BLOCK=4)
-    assert y.item() == 10.0 and fast._plan is plan
+    assert y.item() == 10.0 and fast._plan is plan and trace.stats["replayed"] > replayed
+    assert tl.core.static_print is print and any(b is print for b in plan.befores)
 
 
 def test_a_language_changed_after_the_plan_was_recorded_is_patched_as_it_is_now(rt, monkeypatch):

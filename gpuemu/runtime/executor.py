@@ -884,7 +884,7 @@ def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings, grid3: t
         if built is None or built[0] is not hit:
             return None
     # (else another tool changed triton.language: the plan is recorded anew)
-    return (mode, key, cands) if fast._plan.unchanged() else None
+    return (mode, key, cands) if fast._plan.unchanged(rebase=True) else None  # (no patch of ours in place yet)
 
 
 def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):

@@ -69,6 +69,10 @@ class _Plan:
     """The attributes Triton's _patch_lang sets, as columns (applied and checked with map, in C)."""
 
     def __init__(self, entries: list[tuple[Any, str, Any, Any]]) -> None:
+        self._columns(entries)
+
+    def _columns(self, entries: list[tuple[Any, str, Any, Any]]) -> None:
+        """(object, name, value before, value the patch sets) of every attribute, as the columns below."""
         self.objs = [e[0] for e in entries]
         self.names = [e[1] for e in entries]
         self.befores = [e[2] for e in entries]
@@ -98,8 +102,12 @@ class _Plan:
         self.own = [(obj, operator.itemgetter(*names) if len(names) > 1 else (lambda d, n=names[0]: (d[n],)),
                      tuple(befores)) for obj, names, befores in own.values()]
 
-    def unchanged(self) -> bool:
-        """Every attribute still holds what the plan found (or a patch Triton's interpreter left behind)."""
+    def unchanged(self, rebase: bool = False) -> bool:
+        """Every attribute still holds what the plan found (or a patch Triton's interpreter left behind).
+        ``rebase``: where it holds a patch left behind, take what it holds now as what the plan found (the
+        quick check below passes again, and a launch puts back what it found); only where no launch's patches
+        are in place (the start of a launch that is not inside another): else the plan would take them for
+        the language."""
         # the common case, in C: every value read from its object's own dict, compared as a tuple (identity
         # first; a replaced value passes only if it claims equality to the original: a function, class or
         # builtin never does)
@@ -112,7 +120,11 @@ class _Plan:
         now = list(map(getattr, self.objs, self.names, itertools.repeat(_MISSING, len(self.objs))))
         if all(map(operator.is_, now, self.befores)):
             return True
-        return all(map(_unchanged, now, self.befores, self.afters))
+        if not all(map(_unchanged, now, self.befores, self.afters)):
+            return False
+        if rebase:  # (the same plan object: the keys of the traces recorded under it stay valid)
+            self._columns(list(zip(self.objs, self.names, now, self.afters)))
+        return True
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -125,7 +137,8 @@ def _unchanged(now: Any, before: Any, after: Any) -> bool:
     TRITON_INTERPRET launch of a kernel that calls a helper (tl.sum, tl.max) leaves tl.core's range,
     static_range, static_assert, multiple_of, max_contiguous and max_constancy patched with functions of its
     own and static_print as the builtin print, what the plan itself sets (see _compat.unpatched_language); the
-    plan sets them as the interpreter does and puts Triton's own definitions back afterwards."""
+    plan sets them as the interpreter does and puts Triton's own definitions back afterwards, or what it found
+    where a launch rebased it (see _Plan.unchanged)."""
     return _same(now, before) or _same(now, after) or _compat._is_interpreter_patch(now)
 
 
