@@ -2,6 +2,7 @@
 hooked run reports the planted divergence with a working replay."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -36,7 +37,12 @@ def test_train_example_same_losses_and_the_planted_divergence(tmp_path):
     assert len(_losses(plain.stdout)) == 3 and _losses(hooked.stdout) == _losses(plain.stdout)
     assert "FAIL seed=0x" in hooked.stdout and "kernel _rmsnorm_fwd output y_ptr changes with BLOCK_N=128" in hooked.stdout
     assert "reproduced: same verdict" in hooked.stdout
-    assert "metric gpuemu.shadow.divergences 1" in hooked.stdout and "event gpuemu.shadow.divergence" in hooked.stdout
+    # the kernel is checked once or twice: the hook's time budget (a share of wall time) decides whether a later
+    # call is sampled too, so the count follows this machine's speed; one divergence at least, each an event
+    counted = re.findall(r"metric gpuemu\.shadow\.divergences (\d+) \{'source': 'triton', 'kernel': '_rmsnorm_fwd'",
+                         hooked.stdout)
+    assert len(counted) == 1 and int(counted[0]) >= 1
+    assert hooked.stdout.count("event gpuemu.shadow.divergence ") == int(counted[0])
     assert (tmp_path / ".gpuemu" / "failures").is_dir()
 
 
