@@ -34,6 +34,7 @@ argument (a tensor descriptor, say), a result the recorder does not know, traces
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -148,22 +149,25 @@ def key_of(rw: Any, mode: str, settings: Any, kargs: dict) -> Key | None:
 _names: dict[int, tuple] = {}  # id(rewritten function) -> (it, the global names its code reads)
 
 
+def _global_names(rw: Any) -> tuple:
+    """The global names the rewritten kernel's code (and its helpers') reads, worked out once per function."""
+    hit = _names.get(id(rw.fn))
+    if hit is not None and hit[0] is rw.fn:
+        return hit[1]
+    found: dict[str, None] = {}
+    for code in rw.codes:
+        found.update(dict.fromkeys(code.co_names))
+    names = tuple(found)
+    _names[id(rw.fn)] = (rw.fn, names)
+    return names
+
+
 def env_of(rw: Any) -> tuple:
     """What the kernel's Python saw besides its arguments: the objects its global names are bound to now
     (a module constant, a helper, ``tl`` itself), the language patch plan (a new one is recorded when
     another tool changed ``triton.language``) and whether the fast paths are on. The objects are held by
     the key, so their ids stay unique while it lives."""
-    hit = _names.get(id(rw.fn))
-    if hit is not None and hit[0] is rw.fn:
-        names = hit[1]
-    else:
-        found: dict[str, None] = {}
-        for code in rw.codes:
-            found.update(dict.fromkeys(code.co_names))
-        names = tuple(found)
-        _names[id(rw.fn)] = (rw.fn, names)
-    g = rw.fn.__globals__
-    values = tuple(map(g.get, names))
+    values = tuple(map(rw.fn.__globals__.get, _global_names(rw)))
     return (_fast.ENABLED, id(_fast._plan), _fast._plan, tuple(map(id, values)), _Held(values))
 
 
@@ -171,10 +175,9 @@ def same_env(key: Key, rw: Any) -> bool:
     """Whether :func:`env_of` ``(rw)`` would now give ``key``'s part (so a launch with the arguments ``key`` was
     built from has ``key`` again): the same fast-path switch and plan, each global name bound to the same object."""
     env = key.parts[-1]
-    hit = _names.get(id(rw.fn))
-    if env[0] != _fast.ENABLED or env[2] is not _fast._plan or hit is None or hit[0] is not rw.fn:
+    if env[0] != _fast.ENABLED or env[2] is not _fast._plan:
         return False
-    return all(map(operator.is_, map(rw.fn.__globals__.get, hit[1]), env[4].values))
+    return all(map(operator.is_, map(rw.fn.__globals__.get, _global_names(rw)), env[4].values))
 
 
 class _Held:
@@ -1010,17 +1013,14 @@ _IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "p
            "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 
 
-_modules: tuple = ()  # (triton.language.core, Triton's interpreter): their tensor classes are what a replay builds
-
-
-def _find_modules() -> tuple:
-    global _modules
+@functools.lru_cache(maxsize=1)
+def _modules() -> tuple:
+    """(triton.language.core, Triton's interpreter): their tensor classes are what a replay builds."""
     import triton.language as tl
 
     from ._compat import interp
 
-    _modules = (tl.core, interp())
-    return _modules
+    return tl.core, interp()
 
 
 class Trace:
@@ -1040,7 +1040,7 @@ class Trace:
         self.launches = 0  # replayed it (counted by the executor, once per launch)
 
     def run(self, inputs: list, builder: Any) -> None:
-        core, it = _modules or _find_modules()
+        core, it = _modules()
         ops = [getattr(obj, name) for obj, name in self.targets]
         self.fn(inputs, builder, ops, self.consts, core.tensor, Diverged, operator.index, _reduce, it.TensorHandle,
                 in_range)
