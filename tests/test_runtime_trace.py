@@ -299,11 +299,13 @@ def _traces():
     return [t for e in trace._cache.values() for t in e.traces]
 
 
-def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fresh):
+def test_elementwise_calls_replay_in_numpy_and_a_widened_block_is_not_built(fresh, monkeypatch):
     """trace._direct: once a trace has been replayed (trace.UPGRADE_AFTER times), the divide, the index
     arithmetic and the pointer offsets of _scale_rows replay as numpy expressions, and the splats that
     widened a per-program sum or pointer are not built at all (numpy broadcasts their operands alike); the
-    bits are those of the builder's calls. Before that the trace runs as recorded."""
+    bits are those of the builder's calls. Before that the trace runs as recorded (here trace.UPGRADE_AFTER = 1;
+    by default it is built so when recorded)."""
+    monkeypatch.setattr(trace, "UPGRADE_AFTER", 1)
     x = torch.randn(5, 37)
     for i in range(2 + trace.UPGRADE_AFTER + 1):  # noted, recorded, replayed as recorded, then upgraded
         y = torch.empty_like(x)
@@ -346,3 +348,163 @@ def test_a_method_the_interpreter_computes_otherwise_keeps_the_builders_call(fre
     monkeypatch.setattr(cls, "create_fsub", fsub_via_fp16)
     ops = trace._direct_ops()
     assert "create_fsub" not in ops and "create_fadd" in ops
+
+
+# ---------------------------------------------------------------------- launch-invariant values (trace._Memo)
+def _launches_until_reused(kernel, grid, make_args, **constexprs):
+    """Launch until a replay took its launch-invariant values from the trace's memo (noted, recorded,
+    replayed, rebuilt with direct lines and a memo, reused): returns the outputs of every launch."""
+    outs = []
+    for _ in range(8):
+        args = make_args()
+        before = trace.stats["invariant"]
+        kernel[grid](*args, **constexprs)
+        outs.append(args)
+        if trace.stats["invariant"] > before:
+            return outs
+    raise AssertionError(f"no replay reused launch-invariant values: {trace.stats}")
+
+
+@pytest.mark.parametrize("grid", ["batched", "sequential"])
+def test_a_relaunch_reuses_the_launch_invariant_values_and_reads_new_data(fresh, grid):
+    """The addresses, masks and overflow checks of _scale_rows depend only on its arguments and the program
+    ids: a replay with the arguments and program ids of an earlier one takes them from the trace's memo and
+    runs only the loads, the arithmetic on loaded values and the stores, which see the new data. Another
+    argument value computes them again. Each output has the bits of a launch with recording off."""
+    runtime.configure(grid=grid)
+    xs = [torch.randn(5, 37) * (i + 1) for i in range(8)]
+    it = iter(xs)
+    outs = _launches_until_reused(_scale_rows, (5,), lambda: (next(it), torch.full((5, 37), float("nan")), 37, 37),
+                                  BLOCK=64)
+    (t,) = _traces()
+    assert "M.get(_k)" in t.source and "create_masked_load" in t.source.split("else:")[1], t.source
+    reused, passes = trace.stats["invariant"], 1 if grid == "batched" else 5  # (one at a time: a key per program)
+    x_new = torch.randn(5, 37) * 100
+    y_new = torch.full((5, 37), float("nan"))
+    _scale_rows[(5,)](x_new, y_new, 37, 37, BLOCK=64)
+    assert trace.stats["invariant"] == reused + passes
+    y_other_n = torch.zeros(5, 37)
+    _scale_rows[(5,)](x_new, y_other_n, 20, 37, BLOCK=64)  # another n: a new key, computed again
+    assert trace.stats["invariant"] == reused + passes
+    trace.ENABLED = False
+    for x, y, n, _ in outs + [(x_new, y_new, 37, 37), (x_new, y_other_n, 20, 37)]:
+        want = torch.zeros(5, 37) if n == 20 else torch.full((5, 37), float("nan"))
+        _scale_rows[(5,)](x, want, n, 37, BLOCK=64)
+        assert same_bits(y, want), n
+
+
+def test_a_reused_launch_still_checks_bounds_against_the_tensors_it_gets(fresh):
+    """The memo is keyed by the arguments (pointers as the runtime's virtual addresses, the same for a tensor
+    of another size), so a launch with a shorter output reuses the addresses; the arena sees that the
+    region's extent changed and checks them again: the out-of-bounds store is found and reads as without
+    recording."""
+    x = torch.randn(128)
+    _launches_until_reused(_copy_unmasked, (4,), lambda: (x, torch.empty(128)), BLOCK=32)
+    found = []
+    for enabled in (True, False):
+        trace.ENABLED = enabled
+        y = torch.zeros(100)
+        with pytest.raises(KernelFinding) as ei:
+            _copy_unmasked[(4,)](x, y, BLOCK=32)
+        found.append((str(ei.value), y.clone()))
+    assert found[0][0] == found[1][0] and "out-of-bounds write" in found[0][0] and "program (3, 0, 0)" in found[0][0]
+    assert torch.equal(found[0][1], found[1][1])
+
+
+def test_every_chunk_of_a_large_grid_has_its_own_invariant_values(fresh):
+    """A batched launch of more programs than a pass holds runs several passes, each with its own program
+    ids: each pass's values are kept under its own key, and a relaunch reuses each for its own pass."""
+    from gpuemu.runtime import batched
+
+    rows = batched.CHUNK * 2 + 77
+    runtime.configure(grid="batched")
+    outs = _launches_until_reused(_scale_rows, (rows,), lambda: (torch.randn(rows, 8), torch.empty(rows, 8), 8, 8),
+                                  BLOCK=8)
+    before = trace.stats["invariant"]
+    x, y = torch.randn(rows, 8), torch.empty(rows, 8)
+    _scale_rows[(rows,)](x, y, 8, 8, BLOCK=8)
+    assert trace.stats["invariant"] - before == len(batched.chunks(rows)) == 3
+    trace.ENABLED = False
+    for x, y, _, _ in outs[-2:] + [(x, y, 8, 8)]:
+        want = torch.empty(rows, 8)
+        _scale_rows[(rows,)](x, want, 8, 8, BLOCK=8)
+        assert same_bits(y, want)
+
+
+def test_the_memo_keeps_few_keys_and_bounded_bytes_and_its_arrays_are_read_only(monkeypatch):
+    from triton.runtime.interpreter import TensorHandle
+
+    monkeypatch.setattr(trace, "MEMO_KEYS", 2)
+    monkeypatch.setattr(trace, "MEMO_BYTES", 4 * 4096)
+    monkeypatch.setattr(trace, "MEMO_TRIES", 100)
+    trace._Memo.clear_all()
+    a, b = trace._Memo(), trace._Memo()
+
+    def values(n):  # (n fp32 values)
+        return (TensorHandle(np.zeros(n, dtype=np.float32), tl.float32),)
+
+    try:
+        for k in range(3):
+            a.put((k,), values(16))
+        assert list(a.entries) == [(1,), (2,)]  # the oldest key went first
+        held = a.get((2,))[0].data
+        assert not held.flags.writeable
+        with pytest.raises(ValueError):
+            held[0] = 1.0
+        b.put(("big",), values(1024))  # 4 KiB, more than an eighth of the bound (16 KiB): not kept
+        assert b.get(("big",)) is None and not b.entries
+        memos = [trace._Memo() for _ in range(6)]
+        for m in memos[:5]:
+            for k in range(2):
+                m.put((k,), values(400))  # 1600 bytes each: five memos of two and a's fit (16128 bytes)
+        assert a.entries and all(len(m.entries) == 2 for m in memos[:5])
+        memos[5].put((0,), values(400))  # over the bound: the least recently stored go, a's first
+        assert not a.entries and list(memos[0].entries) == [(1,)] and len(memos[5].entries) == 1
+        held = [h.data.nbytes for m in (a, *memos) for v in m.entries.values() for h in v]
+        assert trace._Memo._bytes == sum(held) == 16000 <= trace.MEMO_BYTES
+    finally:
+        trace._Memo.clear_all()
+
+
+def test_the_corpus_reuses_invariant_values_bit_for_bit_on_new_data(fresh):
+    """Every launcher of examples/kernels, fp32, batched and one program at a time: launched until a replay
+    reuses launch-invariant values, then on other values in the same tensors (the same arguments: the memo
+    serves), the outputs have the bits of launches with recording off."""
+    from gpuemu import cases, corpus, target
+
+    checked, reused, unstable = 0, 0, []
+    for entry in corpus.load_manifest():
+        fn = target.load(corpus.resolve_target(entry))
+        seed = next(s for s in range(1000, 1400)
+                    if int(np.prod(list(cases.generate(entry.op, s, dtype="fp32").dims.values()))) >= 512)
+        case = cases.generate(entry.op, seed, dtype="fp32")
+        for grid in ("batched", "sequential"):
+            runtime.configure(grid=grid)
+            inputs, kwargs = cases.materialize(case)
+
+            def call():
+                with observe(), np.errstate(all="ignore"):
+                    try:
+                        return fn(**inputs, **kwargs)
+                    except Exception as e:  # noqa: BLE001 - a finding or a refusal: the same one every way
+                        return f"{type(e).__name__}: {e}"
+
+            trace.ENABLED = True
+            before = trace.stats["invariant"]
+            for _ in range(5):
+                call()
+            gen = torch.Generator().manual_seed(seed)
+            with torch.no_grad():  # other values, the same tensors
+                for v in inputs.values():
+                    if isinstance(v, torch.Tensor) and v.is_floating_point():
+                        v.copy_(torch.randn(v.shape, generator=gen) * 3)
+            got = call()
+            reused += trace.stats["invariant"] > before
+            trace.ENABLED = False
+            want = call()
+            if not _same(got, want):
+                assert not _same(want, call()), (entry.target, grid, got, want)  # (torch.empty outputs)
+                unstable.append((entry.target, grid))
+            checked += 1
+    assert checked >= 2 * 60 and len(unstable) <= 4, unstable
+    assert reused >= checked // 2, (reused, checked)

@@ -1143,6 +1143,21 @@ def _shaped(data: Any, dtype: Any, shape: tuple) -> np.ndarray:
     return out
 
 
+_every: dict[tuple, np.ndarray] = {}
+
+
+def _every_lane(shape: tuple) -> np.ndarray:
+    """The mask of an unmasked access: all true, read-only and one per shape (so the arena keeps what it
+    found for addresses that recur with it, memory._known_lanes)."""
+    m = _every.get(shape)
+    if m is None:
+        if len(_every) >= 64:
+            _every.clear()
+        m = _every[shape] = np.ones(shape, dtype=bool)
+        m.flags.writeable = False
+    return m
+
+
 def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
     import triton.language as tl
 
@@ -1163,7 +1178,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         ty = ptrs.get_element_ty()
         npd = it._get_np_dtype(ty)
         shape = np.shape(ptrs.data)
-        m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
+        m = _shaped(mask.data, bool, shape) if mask is not None else _every_lane(shape)
         oth = None if other is None else _shaped(other.data, npd, shape)  # (None: zeros, built where needed)
         if not is_volatile:
             ret = arena.gather(ptrs.data, m, oth, npd)
@@ -1181,7 +1196,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         state.tick()
         arena = state.arena
         shape = np.shape(ptrs.data)
-        m = _shaped(mask.data, bool, shape) if mask is not None else np.ones(shape, dtype=bool)
+        m = _shaped(mask.data, bool, shape) if mask is not None else _every_lane(shape)
         val = np.asarray(value.data)
         full = _shaped(val, val.dtype, shape)
         if arena.scatter(ptrs.data, full, m):

@@ -200,9 +200,24 @@ class Arena:
 
     def _lanes(self, addr: np.ndarray, mask: np.ndarray, npd: np.dtype):
         """For an access of ``npd`` elements: (the region's view, element indices of the active lanes -- in
-        lane order, of ``addr``'s shape when every lane is active --, all lanes active?) when every active lane
-        lies in one region, in bounds and aligned -- what
-        :meth:`translate`'s fast path accepts; None for anything else (which translate() describes)."""
+        lane order, of ``addr``'s shape when every lane is active --, all lanes active?, the :class:`_Lanes`
+        kept for these arrays or None) when every active lane lies in one region, in bounds and aligned -- what
+        :meth:`translate`'s fast path accepts; None for anything else (which translate() describes). For
+        read-only ``addr`` and ``mask`` (no one changes them) the answer is kept (:data:`_known_lanes`) and given
+        again while the region has the same index and extent."""
+        key = (id(addr), id(mask), npd)
+        known = _known_lanes.get(key)
+        if known is not None and known.addr is addr and known.mask is mask:
+            regions = self.regions
+            if known.rid <= len(regions):
+                r = regions[known.rid - 1]
+                if r.host_ptr == known.host_ptr and r.lo == known.lo and r.hi == known.hi:
+                    return known.view, known.idx, known.every, known
+                if r.lo == known.lo and r.hi == known.hi and (r.host_ptr + r.lo) % npd.itemsize == known.skew:
+                    view = self._view(r, npd)
+                    if view is not None:
+                        known.host_ptr, known.view = r.host_ptr, view[0]
+                        return view[0], known.idx, known.every, known
         if addr.ndim == 0 or addr.dtype != np.uint64:
             return None
         size = npd.itemsize
@@ -222,7 +237,13 @@ class Arena:
         if view is None:
             return None
         idx = np.right_shift(d, np.uint64(size.bit_length() - 1), out=d)  # indices below the view's length
-        return view[0], (idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)), every
+        idx = idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)
+        known = None
+        if not addr.flags.writeable and not mask.flags.writeable:  # (arrays no one changes: see _known_lanes)
+            if len(_known_lanes) >= _MAX_KNOWN_LANES:
+                _known_lanes.clear()
+            known = _known_lanes[key] = _Lanes(addr, mask, r, view[0], idx, every)
+        return view[0], idx, every, known
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
                npd: np.dtype) -> np.ndarray | None:
@@ -231,14 +252,20 @@ class Arena:
         hit = self._lanes(addr, mask, npd)
         if hit is None:
             return None
-        arr, idx, every = hit
+        arr, idx, every, known = hit
+        span = known.span if known is not None else None
         # (arr[idx] rather than arr.take(idx): the same copy; timed inside launches, where nothing else calls
         # take, the first take of a launch ran cold at 7-13 us, indexing at 2-4 us)
         if every:
-            return arr[idx]
+            return arr[idx] if span is None else arr[span[0]:span[1]].reshape(addr.shape).copy()
         # C order, as Triton's load returns (reductions sum by layout)
         out = np.zeros(addr.shape, dtype=npd) if other is None else np.array(other, dtype=npd, order="C")
-        out[mask] = arr[idx]
+        if span is None:
+            out[mask] = arr[idx]
+        elif known.prefix:
+            out.reshape(-1)[:span[1] - span[0]] = arr[span[0]:span[1]]
+        else:
+            out[mask] = arr[span[0]:span[1]]
         return out
 
     def scatter(self, addr: np.ndarray, value: np.ndarray, mask: np.ndarray) -> bool:
@@ -248,8 +275,17 @@ class Arena:
         hit = self._lanes(addr, mask, value.dtype)
         if hit is None:
             return False
-        arr, idx, every = hit
-        if not (_distinct(idx.reshape(-1), mask, every) or _distinct_marked(idx, arr.size)):
+        arr, idx, every, known = hit
+        if known is not None and known.span is not None:  # (increasing: distinct)
+            lo, hi = known.span
+            arr[lo:hi] = value.reshape(-1) if every else value.reshape(-1)[:hi - lo] if known.prefix else value[mask]
+            return True
+        distinct = known.distinct if known is not None else None
+        if distinct is None:
+            distinct = _distinct(idx.reshape(-1), mask, every) or _distinct_marked(idx, arr.size)
+            if known is not None:
+                known.distinct = distinct
+        if not distinct:
             return False
         arr[idx] = value if every else value[mask]
         return True
@@ -277,6 +313,38 @@ class Arena:
         return real
 
 
+# (id(addresses), id(mask), access size) -> (addresses, mask, region index, its lo and hi, its host address's
+# misalignment, element indices, every lane active?): what _lanes found for two read-only arrays (a recorded
+# trace's launch-invariant addresses and masks recur as the same objects, trace._Memo), for a region of the
+# same index and extent, which gives the same indices and the same verdict; kept with the arrays, so their ids
+# stay theirs
+_MAX_KNOWN_LANES = 512
+
+
+class _Lanes:
+    """What :meth:`Arena._lanes` found for read-only addresses and mask, with what else an access by them
+    can reuse: the element indices as one increasing run ``[lo, hi)`` where they are (a slice then serves,
+    and a store's lanes are distinct), whether the active lanes are the first ones in C order (``prefix``),
+    and a store's distinctness once shown."""
+
+    __slots__ = ("addr", "mask", "rid", "lo", "hi", "skew", "host_ptr", "view", "idx", "every", "span", "prefix",
+                 "distinct")
+
+    def __init__(self, addr: np.ndarray, mask: np.ndarray, r: Region, view: np.ndarray, idx: np.ndarray,
+                 every: bool) -> None:
+        self.addr, self.mask, self.rid, self.lo, self.hi = addr, mask, r.index, r.lo, r.hi
+        self.skew = (r.host_ptr + r.lo) % view.itemsize
+        self.host_ptr, self.view, self.idx, self.every = r.host_ptr, view, idx, every
+        idx.flags.writeable = False
+        flat = idx.reshape(-1)
+        n = flat.size
+        self.span = (int(flat[0]), int(flat[-1]) + 1) if n and int(flat[-1]) - int(flat[0]) + 1 == n and (
+            n == 1 or bool((flat[1:] > flat[:-1]).all())) else None
+        self.prefix = every or bool(mask.reshape(-1)[:n].all())
+        self.distinct: bool | None = None
+
+
+_known_lanes: "dict[tuple, _Lanes]" = {}
 _host_views: "dict[tuple, np.ndarray]" = {}  # (host address, elements, dtype) -> an array over those bytes
 _MAX_HOST_VIEWS = 256
 

@@ -61,7 +61,8 @@ RECORD_AFTER = 2  # ordinary launches with the same specialisation and argument 
 
 _lock = threading.Lock()
 _cache: "OrderedDict[Key, _Entry]" = OrderedDict()
-stats = {"recorded": 0, "replayed": 0, "diverged": 0, "untraceable": 0}  # for tests and the benchmark
+# for tests and the benchmark ("invariant": replays that took their launch-invariant values from the memo)
+stats = {"recorded": 0, "replayed": 0, "diverged": 0, "untraceable": 0, "invariant": 0}
 
 
 class Diverged(Exception):
@@ -286,6 +287,7 @@ def failed(key: Key, trace: "Trace") -> None:
 def clear() -> None:
     with _lock:
         _cache.clear()
+        _Memo.clear_all()
 
 
 # ---------------------------------------------------------------------- recording
@@ -302,6 +304,13 @@ class Recorder:
         self.lines: list[tuple[str, int | None, bool]] = []  # (code, slot it defines or None, folded)
         self.dep: set[int] = set()  # slots whose value can differ between replays (the rest are folded)
         self.touched = False  # the call being encoded reads a slot in dep
+        # launch-invariant values (see _Memo): the slots that can differ between two replays whose arguments and
+        # program ids are equal (what memory and effects return, and everything computed from them), the lines
+        # that compute only from arguments, program ids and constants, and the program-id lines (the memo's key)
+        self.vary: set[int] = set()
+        self.varied = False  # the call being encoded reads a slot in vary
+        self.invariant: set[int] = set()  # line numbers
+        self.roots: list[int] = []  # line numbers of program-id calls
         self.guards_pre: list[str] = []
         self.pre_lean = True  # every argument guard is computed from the data (see guard)
         self.consts: list = []
@@ -329,6 +338,8 @@ class Recorder:
             raise _Untraceable("a handle that no recorded call produced")
         if s in self.dep:
             self.touched = True
+        if s in self.vary:
+            self.varied = True
         return s
 
     def _enc(self, x: Any) -> str:
@@ -348,16 +359,30 @@ class Recorder:
         return self._const(x)
 
     def _call(self, target: str, args: tuple, kwargs: dict) -> str:
-        self.touched = False
+        self.touched = self.varied = False
         parts = [self._enc(a) for a in args] + [f"{k}={self._enc(v)}" for k, v in kwargs.items()]
         return f"{target}({', '.join(parts)})"
 
-    def _outputs(self, out: Any, expr: str, handles: bool, pure: bool) -> None:
+    def _outputs(self, out: Any, expr: str, handles: bool, pure: bool, root: bool = False) -> None:
         """Emit ``expr`` and bind the handles it returns (builder results are handles, opaque results
         tensors). A call that is ``pure`` (no effect but its result) and read no slot that can differ
-        between replays is folded: its recorded results are constants of the trace."""
-        TH, tensor = self.TH, self.tl.core.tensor
+        between replays is folded: its recorded results are constants of the trace. One that is pure, or a
+        program id (``root``), and read nothing memory or an effect gave is launch-invariant."""
         folded = pure and not self.touched
+        inv = (pure or root) and not self.varied
+        first = len(self.lines)
+        self._emit(out, expr, handles, folded)
+        for n in range(first, len(self.lines)):
+            if not self.lines[n][2]:
+                if inv:
+                    self.invariant.add(n)
+                if root and self.lines[n][1] is not None:
+                    self.roots.append(n)
+            if not inv and self.lines[n][1] is not None:
+                self.vary.add(self.lines[n][1])
+
+    def _emit(self, out: Any, expr: str, handles: bool, folded: bool) -> None:
+        TH, tensor = self.TH, self.tl.core.tensor
 
         def handle_of(x: Any) -> Any:
             if handles:
@@ -391,9 +416,9 @@ class Recorder:
         self.lines.append((f"v{s} = {expr}" + ("" if handles else ".handle"), s, folded))
 
     def _note_builder(self, name: str, f: Callable, args: tuple, kwargs: dict, out: Any, expr: str,
-                      pure: bool) -> None:
+                      pure: bool, root: bool = False) -> None:
         n = len(self.lines)
-        self._outputs(out, expr, True, pure)
+        self._outputs(out, expr, True, pure, root)
         if not kwargs and len(self.lines) == n + 1 and not self.lines[n][2] and (
                 name in _DIRECT and getattr(f, "__module__", None) in _DIRECT_FROM or name in _WIDENING
                 or name == "create_expand_dims"):
@@ -429,12 +454,14 @@ class Recorder:
     def builder_method(self, name: str, f: Callable) -> Callable:
         rec = self
         pure = not any(w in name for w in _IMPURE)
+        root = name in _ROOTS
 
         def call(*args, **kwargs):
             if rec.depth or not rec.ok:  # the hot path, before building the closures below
                 return f(*args, **kwargs)
             return rec._record_then_run(f, args, kwargs, lambda: rec._call(f"b.{name}", args, kwargs),
-                                        lambda out, expr: rec._note_builder(name, f, args, kwargs, out, expr, pure))
+                                        lambda out, expr: rec._note_builder(name, f, args, kwargs, out, expr, pure,
+                                                                            root))
 
         return call
 
@@ -546,7 +573,7 @@ class Recorder:
             if rec.depth or not rec.ok:
                 return prop.fget(t)
             try:
-                rec.touched = False
+                rec.touched = rec.varied = False
                 expr = f"{rec._enc(t)}.T"
             except _Untraceable:
                 rec._fail()
@@ -593,6 +620,8 @@ class Recorder:
                     rec.pre_lean = False
                 rec.guards_pre.append(f"if {expr} != {want}: raise D(True)")
             else:
+                if s not in rec.vary:  # (the same value at every replay with these arguments and program ids)
+                    rec.invariant.add(len(rec.lines))
                 rec.lines.append((f"if {expr} != {want}: raise D(False)", None, False))
             return out
 
@@ -645,12 +674,23 @@ class Recorder:
             if "create_expand_dims(" in code or "create_gather(" in code or "O[" in code:
                 ranked |= slots
         plan = _Plan(self, ranked)
-        source = plan.source({}, set())
-        ns: dict[str, Any] = {}
-        exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
-        t = Trace(ns["_replay"], tuple(self.consts), tuple(self.targets), len(self.lines))
-        if DIRECT and plan.calls:
-            t.plan = plan  # direct lines once launches replay it: see Trace.upgrade
+        upgradable = DIRECT and bool(plan.calls) or MEMO and bool(plan.invariant)
+        source = None
+        if upgradable and UPGRADE_AFTER == 0:  # built with direct lines and a memo at once (see UPGRADE_AFTER)
+            try:
+                source = plan.direct_source()
+                ns: dict[str, Any] = {}
+                exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
+                upgradable = False
+            except Exception:  # noqa: BLE001 - as recorded, then
+                source = None
+        if source is None:
+            source = plan.source({}, set())
+            ns = {}
+            exec(compile(source, "<gpuemu recorded kernel>", "exec"), ns)
+        t = Trace(ns["_replay"], tuple(plan.consts), tuple(self.targets), len(self.lines))
+        if upgradable:
+            t.plan = plan  # direct lines and a memo once launches replay it: see Trace.upgrade
         # a replay that needs no language patch: no guard (tensor conversions), no transpose property, no
         # opaque call but the overflow check (which calls only the semantic layer and the builder)
         live = [code for code, _, folded in self.lines if not folded]
@@ -693,6 +733,9 @@ class _Plan:
     def __init__(self, rec: Recorder, ranked: set[int]) -> None:
         self.lines, self.guards_pre, self.n_inputs = rec.lines, rec.guards_pre, rec.n_inputs
         self.consts, self.const_ids = rec.consts, rec.const_ids
+        self.invariant, self.roots = rec.invariant, rec.roots
+        # (a memo's key is the bytes of the arguments and program ids)
+        self.keyable = all(type(rec.handles[s].data) is np.ndarray for s in range(rec.n_inputs))
         self.folded = {s: rec._const(rec.handles[s]) for code, s, folded in rec.lines
                        if folded and s is not None and s in rec.used}
         self.attrs: dict[int, str] = {}
@@ -728,8 +771,15 @@ class _Plan:
     def const(self, x: Any) -> str:
         return _intern(self.consts, self.const_ids, x)
 
-    def source(self, direct: dict[int, str], dead: set[int]) -> str:
-        body = ["def _replay(I, b, O, C, T, D, index, R, TH, IR):"]
+    def source(self, direct: dict[int, str], dead: set[int], memo: bool = False) -> str:
+        """The replay function's text: every live line in order; with ``memo``, where some of them are
+        launch-invariant, the form that computes those only for arguments and program ids it has not seen
+        (:meth:`_memo_source`)."""
+        if memo and self.keyable:
+            text = self._memo_source(direct, dead)
+            if text is not None:
+                return text
+        body = [_HEADER]
         if self.n_inputs:
             body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
         body += ["    " + g for g in self.guards_pre]
@@ -746,6 +796,49 @@ class _Plan:
         body.append("    return None")
         return "\n".join(body)
 
+    def _memo_source(self, direct: dict[int, str], dead: set[int]) -> str | None:
+        """Constants and program ids first; then, keyed by the bytes of the arguments and program ids, either
+        every line (a key not in the trace's memo ``M``: the launch-invariant values later lines read are put
+        in it at the end) or only the lines that are not launch-invariant, after the memo's values. None
+        where no line would be skipped."""
+        roots = set(self.roots)
+        consts, rooted, running = [], [], []  # running: (line, its text lines)
+        for n, (code, s, folded) in enumerate(self.lines):
+            if folded:
+                if s in self.folded:
+                    consts.append(f"v{s} = {self.folded[s]}")
+                continue
+            if n in dead:
+                continue
+            text = [direct.get(n, code)] + ([f"v{s}.attr.update({self.attrs[s]})"] if s in self.attrs else [])
+            (rooted if n in roots else running).append((n, text))
+        skipped = [n for n, _ in running if n in self.invariant]
+        if not skipped:
+            return None
+        made = {self.lines[n][1] for n in skipped if self.lines[n][1] is not None}
+        read: set[int] = set()
+        for n, text in running:
+            if n not in self.invariant:
+                for t in text:
+                    read |= {int(m) for m in _SLOT.findall(_ASSIGNED.sub("", t, count=1))}
+        kept = sorted(made & read)
+        values = "(" + "".join(f"v{s}, " for s in kept) + ")"
+        key = "(" + "".join(f"v{i}.data.tobytes(), " for i in range(self.n_inputs)) \
+            + "".join(f"v{self.lines[n][1]}.data.tobytes(), " for n, _ in rooted) + ")"
+        body = [_HEADER]
+        if self.n_inputs:
+            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
+        body += ["    " + g for g in self.guards_pre]
+        body += ["    " + c for c in consts]
+        body += ["    " + t for _, text in rooted for t in text]
+        body += [f"    _k = {key}", "    _m = M.get(_k)", "    if _m is None:"]
+        body += ["        " + t for _, text in running for t in text]
+        body += [f"        M.put(_k, {values})", "    else:"]
+        body.append(f"        {values[1:-1]} = _m" if kept else "        pass")
+        body += ["        " + t for n, text in running if n not in self.invariant for t in text]
+        body.append("    return None")
+        return "\n".join(body)
+
     def direct_source(self) -> str:
         """The source with direct lines (:func:`_direct`) and without the widened blocks no line reads."""
         direct, widened = _direct(self)
@@ -759,7 +852,7 @@ class _Plan:
                 read |= {int(m) for m in _SLOT.findall(direct.get(n, code).split(" = ", 1)[-1])}
         read |= {int(m) for g in self.guards_pre for m in _SLOT.findall(g)}
         dead = {n for n, (name, _) in self.calls.items() if name in _WIDENING and self.lines[n][1] not in read}
-        return self.source(direct, dead)
+        return self.source(direct, dead, memo=MEMO)
 
 
 def _direct(plan: _Plan) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
@@ -831,8 +924,87 @@ def _direct(plan: _Plan) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
 
 _MISSING = object()
 
+MEMO = True  # upgraded traces keep their launch-invariant values per key (see _Memo)
+MEMO_KEYS = 64  # keys a trace's memo keeps (the oldest goes first): a pass of a batched launch, a program of a
+#                sequential one has its own
+MEMO_TRIES = 2 * MEMO_KEYS  # keys a memo stores with no value reused before it stops storing (a sequential grid of
+#                             more programs than it keeps, say, would only evict)
+MEMO_BYTES = 64 << 20  # array bytes all memos hold together (the least recently stored go first)
+
+
+class _Memo:
+    """One trace's launch-invariant values by key: what the lines that read neither memory nor an effect
+    computed from the launch's arguments and program ids (addresses, masks, offsets, their overflow checks),
+    kept for a later replay with the same arguments and program ids (a training step's relaunch, a fuzz case
+    run on other values), which then runs only the other lines. The arrays kept are made read-only: a write to
+    one raises, and the launch runs the ordinary way. Bounded: :data:`MEMO_KEYS` keys per trace,
+    :data:`MEMO_BYTES` over every trace."""
+
+    __slots__ = ("entries", "stored", "reused")
+    _order: "OrderedDict[tuple, int]" = OrderedDict()  # (memo id, key) -> bytes, the least recently stored first
+    _memos: "dict[int, _Memo]" = {}
+    _bytes = 0
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple] = {}
+        self.stored = self.reused = 0
+
+    def get(self, key: tuple) -> tuple | None:
+        values = self.entries.get(key)
+        if values is not None:
+            self.reused += 1
+            stats["invariant"] += 1
+        return values
+
+    def put(self, key: tuple, values: tuple) -> None:
+        if self.stored >= MEMO_TRIES and not self.reused:
+            return
+        self.stored += 1
+        size = 0
+        for h in values:
+            d = h.data
+            if type(d) is np.ndarray:
+                size += d.nbytes
+        if size > MEMO_BYTES // 8:
+            return
+        for h in values:
+            if type(h.data) is np.ndarray:
+                h.data.flags.writeable = False
+        cls = _Memo
+        with _lock:
+            if key in self.entries:
+                cls._drop(id(self), key)
+            elif len(self.entries) >= MEMO_KEYS:
+                cls._drop(id(self), next(iter(self.entries)))
+            self.entries[key] = values
+            cls._memos[id(self)] = self  # (kept while it holds an entry: its id stays its own)
+            cls._order[(id(self), key)] = size
+            cls._bytes += size
+            while cls._bytes > MEMO_BYTES:
+                cls._drop(*next(iter(cls._order)))
+
+    @classmethod
+    def _drop(cls, mid: int, key: tuple) -> None:
+        memo = cls._memos[mid]
+        del memo.entries[key]
+        cls._bytes -= cls._order.pop((mid, key))
+        if not memo.entries:
+            del cls._memos[mid]
+
+    @classmethod
+    def clear_all(cls) -> None:
+        for m in cls._memos.values():
+            m.entries.clear()
+        cls._memos.clear()
+        cls._order.clear()
+        cls._bytes = 0
+
 DIRECT = True  # elementwise builder calls computed in numpy directly at replay (see _direct)
-UPGRADE_AFTER = 1  # launches that replayed a trace before it is rebuilt with direct lines
+# launches that replay a trace before it is rebuilt with direct lines and a memo (trace.Trace.upgrade); 0: built
+# so when recorded. A specialisation records only once launches with the same arguments recurred
+# (RECORD_AFTER), so its next launches are likely to replay: building it at once costs the recording launch
+# about what the rebuild would cost the first replay, and the next launch reuses invariant values already
+UPGRADE_AFTER = 0
 
 
 class _AddPtr:
@@ -873,6 +1045,8 @@ _DIRECT = {
 _DIRECT_FROM = ("triton.runtime.interpreter", "gpuemu.runtime.numerics")
 _WIDENING = ("create_splat", "create_broadcast")  # their operand may stand in for them in a direct line
 _SLOT = re.compile(r"\bv(\d+)\b")
+_ASSIGNED = re.compile(r"^(v\d+|_r) = ")  # a line's target (not a slot it reads)
+_HEADER = "def _replay(I, b, O, C, T, D, index, R, TH, IR, M):"
 _direct_checked: dict[str, Callable] | None = None
 
 
@@ -1009,6 +1183,9 @@ def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, ran
 
 # builder methods whose effect is more than their result (memory, the program's place in the grid, the
 # launch's report, findings): never folded, whatever their arguments
+# the builder methods whose results are the program's place in the grid: with the arguments, the key of a
+# trace's launch-invariant values (_Memo)
+_ROOTS = ("create_get_program_id", "create_get_num_programs")
 _IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "print", "barrier", "dot",
            "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 
@@ -1038,12 +1215,13 @@ class Trace:
         self.lean = False  # replays without triton.language patched (see Recorder.finish)
         self.plan: _Plan | None = None  # for upgrade(), which the executor calls once UPGRADE_AFTER launches
         self.launches = 0  # replayed it (counted by the executor, once per launch)
+        self.memo = _Memo()  # its launch-invariant values by key, once upgraded (see _Plan._memo_source)
 
     def run(self, inputs: list, builder: Any) -> None:
         core, it = _modules()
         ops = [getattr(obj, name) for obj, name in self.targets]
         self.fn(inputs, builder, ops, self.consts, core.tensor, Diverged, operator.index, _reduce, it.TensorHandle,
-                in_range)
+                in_range, self.memo)
 
 
     def upgrade(self) -> None:
