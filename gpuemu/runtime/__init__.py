@@ -23,8 +23,9 @@ import itertools
 import threading
 from typing import Any
 
+from . import autotune
 from .executor import KernelError, LaunchResult, Settings
-from .report import LaunchReport, observe
+from .report import LaunchReport, observe, record
 
 __all__ = ["activate", "deactivate", "active", "settings", "configure", "launch", "observe", "LaunchReport",
            "Settings", "KernelError", "compile_for", "CompiledLaunch"]
@@ -124,9 +125,6 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchReport:
     >>> import torch, triton, triton.language as tl       # doctest: +SKIP
     >>> launch(my_kernel, (4,), x, y, n, BLOCK=128).dot_precision   # doctest: +SKIP
     """
-    from . import aot, autotune
-    from .report import record
-
     found = autotune.find_autotuner(kernel)
     summary = None
     if found is not None:
@@ -143,4 +141,5 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchReport:
     return rep
 
 
-from .aot import CompiledLaunch, compile_for  # noqa: E402  (aot imports this package's launch helpers)
+from . import aot  # noqa: E402  (aot imports this package's launch helpers)
+from .aot import CompiledLaunch, compile_for  # noqa: E402

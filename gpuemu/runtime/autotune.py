@@ -18,6 +18,7 @@ positions must match. These absorb the reordering of sums a different BLOCK caus
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable
 
@@ -29,20 +30,30 @@ _RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "float64": 1e-10}
 def find_autotuner(kernel: Any, depth: int = 16):
     """(autotuner, args, kwargs) of the ``Autotuner.run`` frame that launched ``kernel``, or None (also
     None inside the autotuner's own benchmark calls)."""
-    from triton.runtime.autotuner import Autotuner
-
+    Autotuner, own = _classes()
     f = sys._getframe(2)
     for _ in range(depth):
         if f is None:
             return None
-        if f.f_code.co_name == "_bench":
+        code = f.f_code
+        if code.co_name == "_bench":
             return None
-        if f.f_code.co_name == "run":
+        if code.co_name == "run" and code is not own:  # (not the launch wrapper every launch passes through)
             tuner = f.f_locals.get("self")
             if isinstance(tuner, Autotuner) and _leads_to(tuner, kernel):
                 return tuner, f.f_locals.get("args", ()), dict(f.f_locals.get("kwargs", {}))
         f = f.f_back
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _classes() -> tuple:
+    """(Triton's Autotuner, the code of gpuemu's launch wrapper, a ``run`` that is never an autotuner's)."""
+    from triton.runtime.autotuner import Autotuner
+
+    from ..runners.launches import _wrap
+
+    return Autotuner, _wrap(print).__code__
 
 
 def _leads_to(obj: Any, kernel: Any) -> bool:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import KernelFinding, one_line
 from ..runners.launches import _all_plain, bind_plain
-from . import _compat, fast, libdevice, numerics, trace
+from . import _compat, batched, fast, libdevice, numerics, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -750,8 +750,6 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
                  arena: Arena) -> str:
     """Run the launch with a program axis; on anything it cannot do (or any finding), restore the
     arguments' bytes and return "sequential: why" for the caller to run program by program."""
-    from . import batched
-
     programs = grid3[0] * grid3[1] * grid3[2]
     if programs < 2:
         return "sequential: one program"
@@ -878,8 +876,6 @@ def _lean(state: LaunchState, rw: Any, kargs: dict, settings: Settings, grid3: t
     if hit is None or not all(map(operator.is_, hit[0], _core_key())):
         return None
     if mode == "batched":
-        from . import batched
-
         built = batched._installed.get("batch")
         if built is None or built[0] is not hit:
             return None
@@ -894,15 +890,15 @@ def _patch(scope: _Scope, state: LaunchState, fn: Callable, lean: bool = False):
     again from that list on later launches (building them was a third of a small launch's cost)."""
     lang_scope = None if lean else fast.patch_lang(_anchor())
     if state is _STATE:
-        key = _core_key()
         hit = _core.get("patches")
-        if hit is not None and all(map(operator.is_, hit[0], key)):
+        key = None if lean else _core_key()  # (a lean launch: _lean found the patches built for the key now)
+        if hit is not None and (lean or all(map(operator.is_, hit[0], key))):
             scope.apply(hit[1].for_replay() if lean else hit[1])
         else:
             scope.recording = []
             _patch_core(scope, state)
             entries, scope.recording = scope.recording, None
-            _core["patches"] = (key, Patches(entries))
+            _core["patches"] = (key or _core_key(), Patches(entries))
     else:
         _patch_core(scope, state)
     state.libdevice_patched = False

@@ -487,11 +487,16 @@ def _strides(obj: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _extent(offset: int, shape, strides) -> tuple[int, int]:
     """[first, last+1) element offsets reachable by a strided view (empty view: empty range)."""
-    if any(int(s) == 0 for s in shape):
-        return offset, offset
-    lo = offset + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) < 0)
-    hi = offset + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides) if int(st) > 0) + 1
-    return lo, hi
+    lo = hi = offset
+    for n, st in zip(shape, strides):
+        n, st = int(n), int(st)
+        if n == 0:
+            return offset, offset
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + 1
 
 
 _dtype_names: dict = {}
