@@ -118,6 +118,28 @@ def test_what_a_plain_launch_leaves_in_the_language_keeps_the_plan(rt, monkeypat
     assert tl.core.static_print is print and any(b is print for b in plan.befores)
 
 
+def test_a_rebase_in_place_leaves_the_plan_a_new_one_would_have(rt):
+    """_Plan._rebase updates only the entries a plain launch changed: the columns, the per-object quick
+    check and the values a launch puts back are those of a plan built from the same entries at once."""
+    import itertools
+
+    x, y = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.empty(1)
+    _row_sum_kernel[(1,)](x, y, BLOCK=4)  # (the plan exists)
+    plan = fast._plan
+    rt.deactivate()
+    _row_sum_kernel[(1,)](x, y, BLOCK=4)  # a plain launch: its leftovers in tl.core
+    rt.activate()
+    now = list(map(getattr, plan.objs, plan.names, itertools.repeat(fast._MISSING, len(plan.objs))))
+    changed = [i for i, (a, b) in enumerate(zip(now, plan.befores)) if a is not b]
+    assert changed and plan.unchanged(rebase=True)
+    fresh = fast._Plan(list(zip(plan.objs, plan.names, now, plan.afters)))
+    assert all(map(lambda a, b: a is b, plan.befores, fresh.befores))
+    assert all(map(lambda a, b: a is b, plan.set_values, fresh.set_values))
+    assert [(o, n, b) for o, n, b in plan.rest] == [(o, n, b) for o, n, b in fresh.rest]
+    assert [(o, b) for o, _, b in plan.own] == [(o, b) for o, _, b in fresh.own]
+    assert all(get(o.__dict__) == b for o, get, b in plan.own)  # (the quick check passes)
+
+
 def test_a_language_changed_after_the_plan_was_recorded_is_patched_as_it_is_now(rt, monkeypatch):
     x, y = torch.tensor([-1.0, 2.0, -3.0, 4.0]), torch.empty(4)
     _max_kernel[(1,)](x, y, BLOCK=4)  # the plan is recorded by now

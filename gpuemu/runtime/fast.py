@@ -86,7 +86,9 @@ class _Plan:
         # __dict__ (a module's functions, a class's plain functions), looked up there by one itemgetter each
         own: dict[int, tuple[Any, list, list]] = {}
         self.rest = []  # (object, name, before) read with getattr
-        for obj, name, before, _ in entries:
+        self.kept_at = {i: k for k, i in enumerate(i for i, e in enumerate(entries) if e[2] is not _MISSING)}
+        self.where: dict[int, tuple] = {}  # entry -> ("own", its object's group, place in it) or ("rest", place)
+        for i, (obj, name, before, _) in enumerate(entries):
             d = getattr(obj, "__dict__", None)
             try:
                 direct = before is not _MISSING and name in d and d[name] is before \
@@ -94,10 +96,14 @@ class _Plan:
             except TypeError:  # no __dict__
                 direct = False
             if direct:
-                own.setdefault(id(obj), (obj, [], []))
-                own[id(obj)][1].append(name)
-                own[id(obj)][2].append(before)
+                if id(obj) not in own:
+                    own[id(obj)] = (obj, [], [])
+                group = own[id(obj)]
+                self.where[i] = ("own", list(own).index(id(obj)), len(group[1]))
+                group[1].append(name)
+                group[2].append(before)
             else:
+                self.where[i] = ("rest", len(self.rest))
                 self.rest.append((obj, name, before))
         self.own = [(obj, operator.itemgetter(*names) if len(names) > 1 else (lambda d, n=names[0]: (d[n],)),
                      tuple(befores)) for obj, names, befores in own.values()]
@@ -118,13 +124,35 @@ class _Plan:
         except KeyError:  # a name no longer in the object's own dict (deleted, or inherited now)
             pass
         now = list(map(getattr, self.objs, self.names, itertools.repeat(_MISSING, len(self.objs))))
-        if all(map(operator.is_, now, self.befores)):
+        changed = list(itertools.compress(range(len(now)), map(operator.is_not, now, self.befores)))
+        if not changed:
             return True
-        if not all(map(_unchanged, now, self.befores, self.afters)):
+        if not all(_unchanged(now[i], self.befores[i], self.afters[i]) for i in changed):
             return False
         if rebase:  # (the same plan object: the keys of the traces recorded under it stay valid)
-            self._columns(list(zip(self.objs, self.names, now, self.afters)))
+            self._rebase(changed, now)
         return True
+
+    def _rebase(self, changed: list[int], now: list) -> None:
+        """Take ``now``'s values of the ``changed`` entries as what the plan found: in place where each stays
+        what it was (present, read from its object's own dict or not), else every column anew."""
+        for i in changed:
+            before, value = self.befores[i], now[i]
+            where = self.where[i]
+            if before is _MISSING or value is _MISSING or (
+                    where[0] == "own" and getattr(self.objs[i], "__dict__", {}).get(self.names[i], _MISSING) is not value):
+                self._columns(list(zip(self.objs, self.names, now, self.afters)))
+                return
+        for i in changed:
+            value, where = now[i], self.where[i]
+            self.befores[i] = value
+            self.set_values[self.kept_at[i]] = value
+            if where[0] == "rest":
+                obj, name, _ = self.rest[where[1]]
+                self.rest[where[1]] = (obj, name, value)
+            else:
+                obj, get, befores = self.own[where[1]]
+                self.own[where[1]] = (obj, get, befores[:where[2]] + (value,) + befores[where[2] + 1:])
 
 
 def _same(a: Any, b: Any) -> bool:
