@@ -238,12 +238,11 @@ class Arena:
             return None
         idx = np.right_shift(d, np.uint64(size.bit_length() - 1), out=d)  # indices below the view's length
         idx = idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)
-        known = None
         if not addr.flags.writeable and not mask.flags.writeable:  # (arrays no one changes: see _known_lanes)
             if len(_known_lanes) >= _MAX_KNOWN_LANES:
                 _known_lanes.clear()
-            known = _known_lanes[key] = _Lanes(addr, mask, r, view[0], idx, every)
-        return view[0], idx, every, known
+            _known_lanes[key] = _Lanes(addr, mask, r, view[0], idx, every)
+        return view[0], idx, every, None  # (what else the lanes allow is found once they recur)
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
                npd: np.dtype) -> np.ndarray | None:
@@ -327,7 +326,7 @@ class _Lanes:
     and a store's lanes are distinct), whether the active lanes are the first ones in C order (``prefix``),
     and a store's distinctness once shown."""
 
-    __slots__ = ("addr", "mask", "rid", "lo", "hi", "skew", "host_ptr", "view", "idx", "every", "span", "prefix",
+    __slots__ = ("addr", "mask", "rid", "lo", "hi", "skew", "host_ptr", "view", "idx", "every", "_span", "prefix",
                  "distinct")
 
     def __init__(self, addr: np.ndarray, mask: np.ndarray, r: Region, view: np.ndarray, idx: np.ndarray,
@@ -336,14 +335,22 @@ class _Lanes:
         self.skew = (r.host_ptr + r.lo) % view.itemsize
         self.host_ptr, self.view, self.idx, self.every = r.host_ptr, view, idx, every
         idx.flags.writeable = False
-        flat = idx.reshape(-1)
-        n = flat.size
-        self.span = (int(flat[0]), int(flat[-1]) + 1) if n and int(flat[-1]) - int(flat[0]) + 1 == n and (
-            n == 1 or bool((flat[1:] > flat[:-1]).all())) else None
-        self.prefix = every or bool(mask.reshape(-1)[:n].all())
+        self._span: Any = _MISSING  # (found when an access first reuses these lanes)
+        self.prefix = every
         self.distinct: bool | None = None
 
+    @property
+    def span(self) -> tuple[int, int] | None:
+        if self._span is _MISSING:
+            flat = self.idx.reshape(-1)
+            n = flat.size
+            self._span = (int(flat[0]), int(flat[-1]) + 1) if n and int(flat[-1]) - int(flat[0]) + 1 == n and (
+                n == 1 or bool((flat[1:] > flat[:-1]).all())) else None
+            self.prefix = self.every or bool(self.mask.reshape(-1)[:n].all())
+        return self._span
 
+
+_MISSING = object()
 _known_lanes: "dict[tuple, _Lanes]" = {}
 _host_views: "dict[tuple, np.ndarray]" = {}  # (host address, elements, dtype) -> an array over those bytes
 _MAX_HOST_VIEWS = 256

@@ -832,7 +832,11 @@ class _Plan:
         body += ["    " + c for c in consts]
         body += ["    " + t for _, text in rooted for t in text]
         body += [f"    _k = {key}", "    _m = M.get(_k)", "    if _m is None:"]
-        body += ["        " + t for _, text in running for t in text]
+        for n, text in running:
+            body += ["        " + t for t in text]
+            s = self.lines[n][1]
+            if s in made and s in read:  # (read-only from here on, as a reuse gives it: see _Memo)
+                body.append(f"        M.freeze(v{s})")
         body += [f"        M.put(_k, {values})", "    else:"]
         body.append(f"        {values[1:-1]} = _m" if kept else "        pass")
         body += ["        " + t for n, text in running if n not in self.invariant for t in text]
@@ -955,6 +959,12 @@ class _Memo:
             self.reused += 1
             stats["invariant"] += 1
         return values
+
+    def freeze(self, h: Any) -> None:
+        """Make a value the memo will keep read-only as soon as it is computed (so what reads it in this
+        replay, the arena's lanes, already sees it as a reuse will); not where the memo stopped storing."""
+        if type(h.data) is np.ndarray and (self.reused or self.stored < MEMO_TRIES):
+            h.data.flags.writeable = False
 
     def put(self, key: tuple, values: tuple) -> None:
         if self.stored >= MEMO_TRIES and not self.reused:
