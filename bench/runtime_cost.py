@@ -12,8 +12,9 @@ of each grid), so the table reads in milliseconds per program. A launcher that t
 finding (an out-of-bounds access, say) is timed up to the finding and marked. Each mode's first call is also
 kept: a launch runs the ordinary way the first two times its specialisation is launched with the same
 arguments, records on the third (gpuemu/runtime/trace.py) and replays after, so the best of ``--repeat`` (5) is
-a replay. The CPU time of the best batched call spent inside replays of recorded traces is kept too (the
-replay column): it splits the call into the replayed kernel and the Python around it.
+a replay; the fifth reuses the launch-invariant values the fourth computed (the reused column, and a summary of
+the best replays that did not). The CPU time of the best batched call spent inside replays of recorded traces
+is kept too (the replay column): it splits the call into the replayed kernel and the Python around it.
 """
 from __future__ import annotations
 
@@ -67,12 +68,14 @@ def _timing_replays():
         trace.Trace.run = run
 
 
-def _once(fn, args, kwargs) -> tuple[float, int, str, float]:
+def _once(fn, args, kwargs) -> tuple[float, int, str, float, bool]:
     """CPU seconds of this process for one call (less sensitive than wall time to other processes on a
     shared machine), programs launched, what stopped it early if anything did, and the CPU seconds of the
-    call spent replaying recorded traces."""
+    call spent replaying recorded traces, and whether a replay took launch-invariant values from its trace's memo
+    (trace._Memo: a launch with the arguments of an earlier one)."""
     note = ""
     _in_replays[0] = 0.0
+    reused = trace.stats["invariant"]
     with observe_launches() as seen, np.errstate(all="ignore"), _timing_replays():
         t0 = time.process_time()
         try:
@@ -80,14 +83,16 @@ def _once(fn, args, kwargs) -> tuple[float, int, str, float]:
         except Exception as e:  # a finding or an interpreter error: time what ran
             note = type(e).__name__ if type(e).__name__ != "KernelFinding" else f"finding:{e.kind}"
         dt = time.process_time() - t0
-    return dt, _programs(seen), note, _in_replays[0]
+    return dt, _programs(seen), note, _in_replays[0], trace.stats["invariant"] > reused
 
 
 def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
     """Best of ``repeat`` per mode, the modes interleaved and rotated (plain, sequential, batched, then
     sequential, batched, plain, ...) so that a burst of load on the machine hits all three alike. Returns {mode:
-    (seconds, programs, note, seconds inside replays)} and the batched launches' reports."""
-    best: dict[str, tuple[float, int, str, float]] = {}
+    (seconds, programs, note, seconds inside replays, reused invariant values?)} -- with "batched first" (the
+    first batched call) and "batched computed" (the best batched call that replayed without reusing invariant
+    values, where one did) -- and the batched launches' reports."""
+    best: dict[str, tuple[float, int, str, float, bool]] = {}
     first: dict[str, float] = {}  # each mode's first call: where a specialisation is new, it records its trace
     reports: list = []
     order = ["plain", "sequential", "batched"]
@@ -99,14 +104,17 @@ def _modes(fn, args, kwargs, repeat: int) -> tuple[dict, list]:
                 runtime.activate()
                 runtime.configure(grid=mode)
             with runtime.observe() as reps:
-                dt, programs, note, replaying = _once(fn, args, kwargs)
+                dt, programs, note, replaying, reused = _once(fn, args, kwargs)
             runtime.deactivate()
             if mode == "batched":
                 reports = list(reps)
+                computed = "batched computed"
+                if replaying and not reused and (computed not in best or dt < best[computed][0]):
+                    best[computed] = (dt, programs, note, replaying, reused)
             first.setdefault(mode, dt)
             if mode not in best or dt < best[mode][0]:
-                best[mode] = (dt, programs, note, replaying)
-    best["batched first"] = (first["batched"], best["batched"][1], best["batched"][2], 0.0)
+                best[mode] = (dt, programs, note, replaying, reused)
+    best["batched first"] = (first["batched"], best["batched"][1], best["batched"][2], 0.0, False)
     return best, reports
 
 
@@ -156,15 +164,17 @@ def main(argv: list[str] | None = None) -> int:
             inputs, kwargs = materialize(case, "cpu")
             args = [inputs[k] for k in inputs]
             best, reps = _modes(fn, args, kwargs, a.repeat)
-            (t_plain, p_plain, n_plain, _), (t_rt, p_rt, n_rt, _), (t_b, p_b, n_b, r_b) = \
+            (t_plain, p_plain, n_plain, _, _), (t_rt, p_rt, n_rt, _, _), (t_b, p_b, n_b, r_b, reused) = \
                 best["plain"], best["sequential"], best["batched"]
+            computed = best.get("batched computed")
             if p_plain == 0 or p_rt == 0:
                 continue
             modes = sorted({r.grid_mode.split(" (")[0] if r.grid_mode.startswith("batched") else r.grid_mode
                             for r in reps})
             rows.append((entry.name, entry.op, "x".join(map(str, case.dims.values())), p_plain, t_plain / p_plain,
                          t_rt / p_rt, n_plain, n_rt, t_b / max(p_b, 1), n_b, "; ".join(modes),
-                         best["batched first"][0] / max(p_b, 1), r_b / max(p_b, 1)))
+                         best["batched first"][0] / max(p_b, 1), r_b / max(p_b, 1), reused,
+                         computed[0] / max(p_b, 1) if computed else None))
             print(f"{entry.name:32s} {rows[-1][2]:>14s} programs={p_plain:5d} plain {1e3 * rows[-1][4]:6.2f} ms/prog "
                   f"runtime {1e3 * rows[-1][5]:6.2f} batched {1e3 * rows[-1][8]:6.2f} ms/prog  "
                   f"x{rows[-1][4] / rows[-1][8]:.1f} faster {n_plain} {n_rt} {n_b} {rows[-1][10]}", file=sys.stderr)
@@ -178,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     one = [r[4] / r[8] for r in clean if r[3] == 1]
     few = [r[4] / r[8] for r in clean if 1 < r[3] < 16]
     cold = [r[4] / r[11] for r in clean]
+    reusing = [r for r in clean if r[13]]
+    computing = [r[4] / r[14] for r in clean if r[14]]
     # the replayed trace against the rest of a batched call (the launch's own Python, the launcher's torch
     # calls): what each part bounds the speed-up to
     replayed = [r for r in clean if 0 < r[12] < r[8]]
@@ -213,10 +225,19 @@ def main(argv: list[str] | None = None) -> int:
         f"x{statistics.median(cold):.1f}, min x{min(cold):.2f}, max x{max(cold):.1f}. A specialisation "
         "(kernel, constexprs, argument types) runs the ordinary way the first two times it is launched with the "
         "same arguments and is recorded on the third (`gpuemu/runtime/trace.py`); later launches replay the "
-        "recording, the fifth with direct lines. The "
+        "recording (built with direct lines: numpy expressions for elementwise builder calls). The "
         f"best of {a.repeat} above therefore includes replays; a row's first call replays only where an "
         "earlier row launched the same specialisation (another size, same block constexprs). The very first "
         "row also pays the process's warm-up.",
+        "",
+        f"**Launch-invariant values**: a trace keeps, per key of its arguments' and program ids' bytes, what "
+        "its lines that read neither memory nor an effect computed (addresses, masks, overflow checks), and the "
+        "arena keeps the element indices of those addresses; a later launch with the same arguments (the fifth "
+        "here, the second replay) runs only the loads, stores and arithmetic on loaded values. In "
+        f"{len(reusing)} of {len(clean)} rows the best batched call reused them. Plain / the best batched call "
+        "that replayed without reusing them (the fourth: the first replay, which computes them) would be a "
+        f"median {med(computing)} (a launch whose arguments its trace has not seen computes them like this one; "
+        "a fuzz case records no trace unless its arguments recur).",
         "",
         f"**Replays and the rest**: in {len(replayed)} of these rows the best batched call replayed a "
         f"recorded trace; the replay took a median {statistics.median(share) if share else float('nan'):.0%} of the "
@@ -242,18 +263,20 @@ def main(argv: list[str] | None = None) -> int:
         "earlier launch recorded (gpuemu/runtime/trace.py: one compiled straight-line function, guards on every "
         "value the kernel's Python read, constants folded), skipping the kernel's Python and the semantic "
         "layer; loads and stores gather and scatter with numpy; the launch's patches are built once per "
-        "process. What remains per operation is the interpreter builder's own Python and numpy; bounds "
+        "process; a relaunch with the same arguments reuses the trace's launch-invariant values and the "
+        "arena's element indices. What remains per operation is the interpreter builder's own Python and numpy; bounds "
         "checks, bf16 rounding and TF32 dots still run on every load, store and op.",
         "",
         "| launcher | op | dims | programs | plain ms/prog | runtime ms/prog | ratio | batched ms/prog | "
-        "plain / batched | replay ms/prog | first batched ms/prog | mode | note |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "plain / batched | replay ms/prog | first batched ms/prog | reused | mode | note |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
-    for name, op, dims, p, tp, tr, n1, n2, tb, n3, mode, tf, trp in rows:
+    for name, op, dims, p, tp, tr, n1, n2, tb, n3, mode, tf, trp, reused, _ in rows:
         note = "; ".join(x for x in (f"plain: {n1}" if n1 else "", f"runtime: {n2}" if n2 else "",
                                      f"batched: {n3}" if n3 else "") if x)
         lines.append(f"| {name} | {op} | {dims} | {p} | {1e3 * tp:.2f} | {1e3 * tr:.2f} | x{tr / tp:.2f} | "
-                     f"{1e3 * tb:.3f} | x{tp / tb:.1f} | {1e3 * trp:.3f} | {1e3 * tf:.3f} | {mode} | {note} |")
+                     f"{1e3 * tb:.3f} | x{tp / tb:.1f} | {1e3 * trp:.3f} | {1e3 * tf:.3f} | "
+                     f"{'yes' if reused else ''} | {mode} | {note} |")
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)

@@ -573,7 +573,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             state.reset(name, settings, arena, deadline)
         else:  # a launch inside a launch: its own state and patches
             state = LaunchState(kernel=name, settings=settings, arena=arena, deadline=deadline)
-        state.codes = {c: name for c in rw.codes}
+        state.codes = dict.fromkeys(rw.codes, name)
         state.kernel_codes = rw.codes
         state.rewritten = rw
         scope = _Scope()

@@ -139,8 +139,8 @@ class _Plan:
         for i in changed:
             before, value = self.befores[i], now[i]
             where = self.where[i]
-            if before is _MISSING or value is _MISSING or (
-                    where[0] == "own" and getattr(self.objs[i], "__dict__", {}).get(self.names[i], _MISSING) is not value):
+            own = getattr(self.objs[i], "__dict__", {}).get(self.names[i], _MISSING) if where[0] == "own" else value
+            if before is _MISSING or value is _MISSING or own is not value:
                 self._columns(list(zip(self.objs, self.names, now, self.afters)))
                 return
         for i in changed:
