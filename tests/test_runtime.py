@@ -156,6 +156,35 @@ def test_arena_rejects_unknown_and_misaligned_pointers():
     assert int(real[1]) - int(real[0]) == 28 and int(real[0]) == t.data_ptr()
 
 
+def test_the_arena_keeps_only_what_is_written_and_puts_shared_bytes_back_as_they_were():
+    """Arena.keep_writes (copy on first write): a region only read is never copied; after writes through two
+    arguments over the same bytes (the second kept after the first wrote), put_back returns every byte to its
+    value at keep_writes, and so does a write Triton's own path makes (keep_all)."""
+    from gpuemu.runtime.memory import Arena
+
+    base = torch.arange(16, dtype=torch.float32)
+    src = torch.arange(100, 108, dtype=torch.float32)
+    before = base.clone()
+    arena = Arena()
+    pa, pb, ps = arena.add(base[0:12], "a"), arena.add(base[4:16], "b"), arena.add(src, "s")
+    arena.keep_writes()
+    every = np.ones(4, dtype=bool)
+    lanes = np.arange(4, dtype=np.uint64) * np.uint64(4)
+    got = arena.gather(np.uint64(ps) + lanes, every, None, np.dtype(np.float32))
+    assert got.tolist() == [100.0, 101.0, 102.0, 103.0] and not arena.saved  # a read keeps nothing
+    assert arena.scatter(np.uint64(pa + 16) + lanes, np.full(4, -1.0, dtype=np.float32), every)  # a: 4..7
+    assert arena.scatter(np.uint64(pb) + lanes, np.full(4, -2.0, dtype=np.float32), every)  # b: 4..7 again
+    assert list(arena.saved) == [1, 2] and torch.equal(base[4:8], torch.full((4,), -2.0))
+    arena.put_back()
+    assert torch.equal(base, before)
+    base[0] = 7.0  # (a write the arena did not see, after put_back: not its business)
+    arena.keep_all()  # before a write of Triton's own: the one region not kept yet is kept now
+    assert list(arena.saved) == [1, 2, 3]
+    src.zero_()
+    arena.put_back()
+    assert torch.equal(src, torch.arange(100, 108, dtype=torch.float32)) and base[0] == 0.0
+
+
 def test_a_pointer_block_leaving_its_tensor_is_not_gathered_but_left_to_the_lane_by_lane_path():
     """Arena.gather / scatter (numpy over the argument's bytes) take a pointer block only where every active
     lane is in bounds of one argument and aligned; anything else (before the view, past it, misaligned) is

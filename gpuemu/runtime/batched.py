@@ -14,7 +14,7 @@ axis first; elementwise work, loads and stores (the bounds-checked :class:`~gpue
 and dots (``np.matmul`` broadcasts) need nothing.
 
 What cannot run batched raises :class:`NotBatchable` and the launch runs program by program, from the
-memory as it was before (the executor snapshots every pointer argument's bytes): control flow that
+memory as it was before (the arena keeps the bytes of each argument before its first write): control flow that
 depends on the program id (``if pid == 0``, loop bounds from a loaded value that differs between
 programs), atomics (programs communicating), volatile loads, ``device_print``, block pointers and tensor
 descriptors, ``tl.cat`` of 2-D blocks, histograms. A finding (an out-of-bounds access, a failed

@@ -654,7 +654,7 @@ class _Passes:
         self.rw, self.kargs, self.settings, self.state, self.builder = rw, kargs, settings, state, builder
         self.plain = not trace.ENABLED or fast.SHADOW is not None
         self.pending: dict[str, tuple] = {}  # mode -> (key, trace) recorded in this launch
-        self.snap: list | None = None
+        self.snap: dict | None = None  # (the arena's kept bytes once a snapshot began: arena.saved)
         self.lean = False  # set by the launch: no language patches in place (see _lean)
         self.found: dict[str, tuple] = {}  # mode -> (trace key, its traces) as _lean found them (valid while lean)
 
@@ -724,15 +724,17 @@ class _Passes:
         return run
 
     def snapshot(self) -> None:
+        """From here on the arena keeps what a write overwrites (each region once, at its first write)."""
         arena = self.state.arena
-        self.snap = [(r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo)) for r in arena.regions if r.hi > r.lo]
+        arena.keep_writes()
+        self.snap = arena.saved
         self.snap_at = (arena.epoch, len(self.state.dot_precisions))
 
     def restore(self, arena: Arena, state: LaunchState, unmatched: bool = False) -> None:
         """Back to the memory the launch started with; the re-run replays nothing (it may record where
         no trace matched the arguments: ``unmatched``)."""
-        for r, data in self.snap or ():
-            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
+        if self.snap is not None:
+            arena.put_back()
         arena.epoch, dots = self.snap_at
         del state.dot_precisions[dots:]
         state._spin_fp, state._spin_n = None, 0
@@ -757,7 +759,7 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         return f"sequential: {programs} programs (batching pays from {MIN_BATCH})"
     if passes.snap is None:
         passes.snapshot()
-    snap, (epoch, dots) = passes.snap, passes.snap_at
+    epoch, dots = passes.snap_at
     scope = _Scope()
     try:
         builder.set_grid_idx(0, 0, 0)
@@ -766,8 +768,7 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
                         lean=passes.lean)
         return f"batched ({n} pass{'es' if n != 1 else ''})"
     except Exception as e:  # noqa: BLE001 - whatever it was, the sequential run decides
-        for r, data in snap:
-            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
+        arena.put_back()
         arena.epoch = epoch
         del state.dot_precisions[dots:]
         why = str(e) if isinstance(e, batched.NotBatchable) else f"{type(e).__name__} with a program axis"
@@ -1214,6 +1215,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
             arena.epoch += 1
             return None
         real = translate(ptrs.data, m, max(val.dtype.itemsize, 1), "write")
+        arena.keep_all()  # (a write Triton makes: the regions it touches are not worked out here)
         if m.any():
             arena.epoch += 1
         return native.store(np.ascontiguousarray(real), np.ascontiguousarray(full), np.ascontiguousarray(m))
@@ -1228,6 +1230,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape)
         vd = np.asarray(val.data)
         real = translate(ptr.data, m, max(vd.dtype.itemsize, 1), "atomic")
+        arena.keep_all()
         old = rmw(rmwOp, TH(np.ascontiguousarray(real), ptr.dtype), val, TH(np.ascontiguousarray(m), tl.int1), sem,
                   scope)
         now = native.load(np.ascontiguousarray(real), np.ascontiguousarray(m), np.zeros(shape, dtype=vd.dtype),
@@ -1243,6 +1246,7 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         arena = state.arena
         vd = np.asarray(val.data)
         real = translate(ptr.data, None, max(vd.dtype.itemsize, 1), "atomic")
+        arena.keep_all()
         old = cas(TH(np.ascontiguousarray(real), ptr.dtype), cmp, val, sem, scope)
         swapped = (np.asarray(old.data) == np.asarray(cmp.data)) & (np.asarray(cmp.data) != vd)
         if np.any(swapped):

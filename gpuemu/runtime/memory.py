@@ -13,6 +13,7 @@ not its whole storage: reading past a slice is a bug even where the allocation h
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -102,6 +103,34 @@ class Arena:
 
     regions: list[Region] = field(default_factory=list)
     epoch: int = 0  # bumped on every write: a spin on an unchanged value is a wait on another program
+    # while not None: each region's valid bytes as they were before the first write to it since
+    # keep_writes() (region index -> (region, bytes), in the order kept), for put_back()
+    saved: dict | None = None
+
+    # ------------------------------------------------------------------ undoing writes
+    def keep_writes(self) -> None:
+        """From now on keep each region's bytes before its first write (copy on first write: a region only
+        read is never copied), so put_back() can return to this moment. Every write the runtime makes goes
+        through scatter(), or through keep_all() before Triton's own store and atomics."""
+        if self.saved is None:
+            self.saved = {}
+
+    def keep(self, r: Region) -> None:
+        if r.hi > r.lo:
+            self.saved[r.index] = (r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo))
+
+    def keep_all(self) -> None:
+        """Keep every region not kept yet (before a write whose regions are not worked out)."""
+        if self.saved is not None:
+            for r in self.regions:
+                if r.index not in self.saved:
+                    self.keep(r)
+
+    def put_back(self) -> None:
+        """Every region kept gets its bytes back, the last kept first (where two arguments share bytes, the
+        first kept holds them as they were)."""
+        for r, data in reversed(list((self.saved or {}).values())):
+            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
 
     def add(self, obj: Any, name: str) -> int:
         """Register a tensor-like argument; returns the virtual address the kernel sees as its data pointer."""
@@ -212,12 +241,12 @@ class Arena:
             if known.rid <= len(regions):
                 r = regions[known.rid - 1]
                 if r.host_ptr == known.host_ptr and r.lo == known.lo and r.hi == known.hi:
-                    return known.view, known.idx, known.every, known
+                    return known.view, known.idx, known.every, known, r
                 if r.lo == known.lo and r.hi == known.hi and (r.host_ptr + r.lo) % npd.itemsize == known.skew:
                     view = self._view(r, npd)
                     if view is not None:
                         known.host_ptr, known.view = r.host_ptr, view[0]
-                        return view[0], known.idx, known.every, known
+                        return view[0], known.idx, known.every, known, r
         if addr.ndim == 0 or addr.dtype != np.uint64:
             return None
         size = npd.itemsize
@@ -242,7 +271,7 @@ class Arena:
             if len(_known_lanes) >= _MAX_KNOWN_LANES:
                 _known_lanes.clear()
             _known_lanes[key] = _Lanes(addr, mask, r, view[0], idx, every)
-        return view[0], idx, every, None  # (what else the lanes allow is found once they recur)
+        return view[0], idx, every, None, r  # (what else the lanes allow is found once they recur)
 
     def gather(self, addr: np.ndarray, mask: np.ndarray, other: np.ndarray | None,
                npd: np.dtype) -> np.ndarray | None:
@@ -251,7 +280,7 @@ class Arena:
         hit = self._lanes(addr, mask, npd)
         if hit is None:
             return None
-        arr, idx, every, known = hit
+        arr, idx, every, known, _ = hit
         span = known.span if known is not None else None
         # (arr[idx] rather than arr.take(idx): the same copy; timed inside launches, where nothing else calls
         # take, the first take of a launch ran cold at 7-13 us, indexing at 2-4 us)
@@ -274,7 +303,9 @@ class Arena:
         hit = self._lanes(addr, mask, value.dtype)
         if hit is None:
             return False
-        arr, idx, every, known = hit
+        arr, idx, every, known, r = hit
+        if self.saved is not None and r.index not in self.saved:
+            self.keep(r)
         if known is not None and known.span is not None:  # (increasing: distinct)
             lo, hi = known.span
             arr[lo:hi] = value.reshape(-1) if every else value.reshape(-1)[:hi - lo] if known.prefix else value[mask]
