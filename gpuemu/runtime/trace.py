@@ -779,30 +779,22 @@ class _Plan:
             text = self._memo_source(direct, dead)
             if text is not None:
                 return text
-        body = [_HEADER]
-        if self.n_inputs:
-            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
-        body += ["    " + g for g in self.guards_pre]
-        for n, (code, s, folded) in enumerate(self.lines):
-            if folded:
-                if s in self.folded:
-                    body.append(f"    v{s} = {self.folded[s]}")
-                continue
-            if n in dead:
-                continue
-            body.append("    " + direct.get(n, code))
-            if s in self.attrs:
-                body.append(f"    v{s}.attr.update({self.attrs[s]})")
+        consts, live = self._parts(direct, dead)
+        body = self._prologue() + ["    " + c for c in consts] + ["    " + t for _, text in live for t in text]
         body.append("    return None")
         return "\n".join(body)
 
-    def _memo_source(self, direct: dict[int, str], dead: set[int]) -> str | None:
-        """Constants and program ids first; then, keyed by the bytes of the arguments and program ids, either
-        every line (a key not in the trace's memo ``M``: the launch-invariant values later lines read are put
-        in it at the end) or only the lines that are not launch-invariant, after the memo's values. None
-        where no line would be skipped."""
-        roots = set(self.roots)
-        consts, rooted, running = [], [], []  # running: (line, its text lines)
+    def _prologue(self) -> list[str]:
+        """The function's header, the arguments unpacked and the guards on them."""
+        body = [_HEADER]
+        if self.n_inputs:
+            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
+        return body + ["    " + g for g in self.guards_pre]
+
+    def _parts(self, direct: dict[int, str], dead: set[int]) -> tuple[list[str], list[tuple[int, list[str]]]]:
+        """(the folded constants' assignments, every live line as (its number, its text lines: the call, direct
+        where ``direct`` has it, then the attributes its handle gets back)); ``dead`` lines are left out."""
+        consts, live = [], []
         for n, (code, s, folded) in enumerate(self.lines):
             if folded:
                 if s in self.folded:
@@ -810,8 +802,19 @@ class _Plan:
                 continue
             if n in dead:
                 continue
-            text = [direct.get(n, code)] + ([f"v{s}.attr.update({self.attrs[s]})"] if s in self.attrs else [])
-            (rooted if n in roots else running).append((n, text))
+            attrs = [f"v{s}.attr.update({self.attrs[s]})"] if s in self.attrs else []
+            live.append((n, [direct.get(n, code)] + attrs))
+        return consts, live
+
+    def _memo_source(self, direct: dict[int, str], dead: set[int]) -> str | None:
+        """Constants and program ids first; then, keyed by the bytes of the arguments and program ids, either
+        every line (a key not in the trace's memo ``M``: the launch-invariant values later lines read are put
+        in it at the end) or only the lines that are not launch-invariant, after the memo's values. None
+        where no line would be skipped."""
+        roots = set(self.roots)
+        consts, live = self._parts(direct, dead)
+        rooted = [(n, text) for n, text in live if n in roots]
+        running = [(n, text) for n, text in live if n not in roots]
         skipped = [n for n, _ in running if n in self.invariant]
         if not skipped:
             return None
@@ -825,11 +828,7 @@ class _Plan:
         values = "(" + "".join(f"v{s}, " for s in kept) + ")"
         key = "(" + "".join(f"v{i}.data.tobytes(), " for i in range(self.n_inputs)) \
             + "".join(f"v{self.lines[n][1]}.data.tobytes(), " for n, _ in rooted) + ")"
-        body = [_HEADER]
-        if self.n_inputs:
-            body.append("    " + "".join(f"v{i}, " for i in range(self.n_inputs)) + "= I")
-        body += ["    " + g for g in self.guards_pre]
-        body += ["    " + c for c in consts]
+        body = self._prologue() + ["    " + c for c in consts]
         body += ["    " + t for _, text in rooted for t in text]
         body += [f"    _k = {key}", "    _m = M.get(_k)", "    if _m is None:"]
         for n, text in running:
