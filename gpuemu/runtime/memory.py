@@ -343,11 +343,9 @@ class Arena:
         return real
 
 
-# (id(addresses), id(mask), access size) -> (addresses, mask, region index, its lo and hi, its host address's
-# misalignment, element indices, every lane active?): what _lanes found for two read-only arrays (a recorded
-# trace's launch-invariant addresses and masks recur as the same objects, trace._Memo), for a region of the
-# same index and extent, which gives the same indices and the same verdict; kept with the arrays, so their ids
-# stay theirs
+# (id(addresses), id(mask), dtype) -> the _Lanes that _lanes found for two read-only arrays (a recorded trace's
+# launch-invariant addresses and masks recur as the same objects, trace._Memo): for a region of the same index
+# and extent the same indices and the same verdict; kept with the arrays, so their ids stay theirs
 _MAX_KNOWN_LANES = 512
 
 

@@ -1192,11 +1192,11 @@ def _reduce(h: Any, axis: int, op: Callable, keep: bool, npd: Any, sca: Any, ran
 
 # builder methods whose effect is more than their result (memory, the program's place in the grid, the
 # launch's report, findings): never folded, whatever their arguments
+_IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "print", "barrier", "dot",
+           "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 # the builder methods whose results are the program's place in the grid: with the arguments, the key of a
 # trace's launch-invariant values (_Memo)
 _ROOTS = ("create_get_program_id", "create_get_num_programs")
-_IMPURE = ("load", "store", "atomic", "program_id", "num_programs", "assert", "print", "barrier", "dot",
-           "block_ptr", "advance", "descriptor", "grid", "histogram", "extern")
 
 
 @functools.lru_cache(maxsize=1)
