@@ -508,3 +508,40 @@ def test_the_corpus_reuses_invariant_values_bit_for_bit_on_new_data(fresh):
             checked += 1
     assert checked >= 2 * 60 and len(unstable) <= 4, unstable
     assert reused >= checked // 2, (reused, checked)
+
+
+def test_a_replay_loads_in_c_order_whatever_the_layout_of_its_address_block(fresh):
+    """A direct line may build an address block from its operands before they were widened (numpy broadcasts
+    them alike), so the block can have another memory layout than the interpreter's; a load gathers in C order
+    (as Triton's own load returns), so a dot of the loaded block sums as without recording. The case: a
+    bench.py run of the correct corpus attention, fp16 causal with tiny values, whose replay gave 16 other
+    output elements (the V block came back transposed in memory, and numpy's matmul summed it in another
+    order)."""
+    from gpuemu import cases, corpus, target
+
+    entry = next(e for e in corpus.load_manifest() if e.name == "attention")
+    fn = target.load(corpus.resolve_target(entry))
+    case = cases.Case(op="attention", dtype="fp16", dims={"B": 1, "H": 1, "Nq": 128, "Nk": 128, "D": 64},
+                      seed=15565445264529232784, batch=(), layouts={"q": "contiguous", "k": "contiguous",
+                                                                       "v": "contiguous"},
+                      values="tiny", value_params={"scale": 0.00048828125}, kwargs={"causal": True},
+                      strategy="default", shape_kind="real_size")
+    inputs, kwargs = cases.materialize(case)
+    with np.errstate(all="ignore"):
+        trace.ENABLED = False
+        want = fn(**inputs, **kwargs)
+        trace.ENABLED = True
+        got = [fn(**inputs, **kwargs) for _ in range(5)]  # noted, recorded, replayed, replayed reusing
+    assert trace.stats["replayed"] >= 2
+    assert all(same_bits(g, want) for g in got), [int((g != want).sum()) for g in got]
+
+
+def test_a_gather_of_every_lane_comes_back_in_c_order():
+    from gpuemu.runtime.memory import Arena
+
+    t = torch.arange(64, dtype=torch.float32)
+    arena = Arena()
+    p = arena.add(t, "t")
+    addr = (np.uint64(p) + np.arange(64, dtype=np.uint64).reshape(8, 8) * np.uint64(4)).T  # (a transposed view)
+    got = arena.gather(addr, np.ones((8, 8), dtype=bool), None, np.dtype(np.float32))
+    assert got.flags.c_contiguous and np.array_equal(got, t.numpy().reshape(8, 8).T)

@@ -267,6 +267,8 @@ class Arena:
             return None
         idx = np.right_shift(d, np.uint64(size.bit_length() - 1), out=d)  # indices below the view's length
         idx = idx.view(np.intp) if np.dtype(np.intp).itemsize == 8 else idx.astype(np.intp)
+        if not idx.flags.c_contiguous:  # (the block's own layout, which a gather would keep: Triton's load returns
+            idx = np.ascontiguousarray(idx)  # C order, and a dot or reduction of the loaded block sums by layout)
         if not addr.flags.writeable and not mask.flags.writeable:  # (arrays no one changes: see _known_lanes)
             if len(_known_lanes) >= _MAX_KNOWN_LANES:
                 _known_lanes.clear()
