@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         f"**Replays and the rest**: in {len(replayed)} of these rows the best batched call replayed a "
         f"recorded trace; the replay took a median {statistics.median(share) if share else float('nan'):.0%} of the "
         "call's CPU time, the rest being the launch's own Python around it (binding and converting arguments, "
-        "patches, the memory snapshot a failed replay restores, the report) and the launcher's torch calls. "
+        "patches, the bytes a failed replay puts back, kept at first writes, the report) and the launcher's torch "
+        "calls. "
         f"Plain / batched for those rows would be a median x{statistics.median(no_trace) if no_trace else float('nan'):.1f} "
         f"if the replays cost nothing, and x{statistics.median(only_trace) if only_trace else float('nan'):.1f} if "
         "nothing but the replays did (the replay column).",
