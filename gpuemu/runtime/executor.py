@@ -1135,14 +1135,15 @@ def _shaped(data: Any, dtype: Any, shape: tuple) -> np.ndarray:
     a = np.asarray(data, dtype=dtype)
     if a.shape == shape:
         return a
-    key = (id(a), shape)
-    if not a.flags.writeable:  # (no one changes it: the same values in that shape as last time)
+    frozen = not a.flags.writeable  # (no one changes it: the same values in that shape as last time)
+    if frozen:
+        key = (id(a), shape)
         hit = _widened.get(key)
         if hit is not None and hit[0] is a:
             return hit[1]
     out = np.empty(shape, dtype=a.dtype)
     out[...] = a  # (a ValueError where it does not broadcast, as np.broadcast_to)
-    if not a.flags.writeable:
+    if frozen:
         if len(_widened) >= 256:
             _widened.clear()
         out.flags.writeable = False

@@ -84,7 +84,7 @@ class _Plan:
         self.absent = [(e[0], e[1]) for e in entries if e[2] is _MISSING]
         # for the quick check: per object, the names whose value getattr reads straight from the object's own
         # __dict__ (a module's functions, a class's plain functions), looked up there by one itemgetter each
-        own: dict[int, tuple[Any, list, list]] = {}
+        own: dict[int, tuple[Any, list, list, int]] = {}  # id(object) -> (it, names, befores, its group)
         self.rest = []  # (object, name, before) read with getattr
         self.kept_at = {i: k for k, i in enumerate(i for i, e in enumerate(entries) if e[2] is not _MISSING)}
         self.where: dict[int, tuple] = {}  # entry -> ("own", its object's group, place in it) or ("rest", place)
@@ -97,16 +97,16 @@ class _Plan:
                 direct = False
             if direct:
                 if id(obj) not in own:
-                    own[id(obj)] = (obj, [], [])
+                    own[id(obj)] = (obj, [], [], len(own))
                 group = own[id(obj)]
-                self.where[i] = ("own", list(own).index(id(obj)), len(group[1]))
+                self.where[i] = ("own", group[3], len(group[1]))
                 group[1].append(name)
                 group[2].append(before)
             else:
                 self.where[i] = ("rest", len(self.rest))
                 self.rest.append((obj, name, before))
         self.own = [(obj, operator.itemgetter(*names) if len(names) > 1 else (lambda d, n=names[0]: (d[n],)),
-                     tuple(befores)) for obj, names, befores in own.values()]
+                     tuple(befores)) for obj, names, befores, _ in own.values()]
 
     def unchanged(self, rebase: bool = False) -> bool:
         """Every attribute still holds what the plan found (or a patch Triton's interpreter left behind).

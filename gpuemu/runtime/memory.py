@@ -240,13 +240,14 @@ class Arena:
             regions = self.regions
             if known.rid <= len(regions):
                 r = regions[known.rid - 1]
-                if r.host_ptr == known.host_ptr and r.lo == known.lo and r.hi == known.hi:
-                    return known.view, known.idx, known.every, known, r
-                if r.lo == known.lo and r.hi == known.hi and (r.host_ptr + r.lo) % npd.itemsize == known.skew:
-                    view = self._view(r, npd)
-                    if view is not None:
-                        known.host_ptr, known.view = r.host_ptr, view[0]
-                        return view[0], known.idx, known.every, known, r
+                if r.lo == known.lo and r.hi == known.hi:
+                    if r.host_ptr == known.host_ptr:
+                        return known.view, known.idx, known.every, known, r
+                    if (r.host_ptr + r.lo) % npd.itemsize == known.skew:  # (another tensor there: its own view)
+                        view = self._view(r, npd)
+                        if view is not None:
+                            known.host_ptr, known.view = r.host_ptr, view[0]
+                            return view[0], known.idx, known.every, known, r
         if addr.ndim == 0 or addr.dtype != np.uint64:
             return None
         size = npd.itemsize
