@@ -23,15 +23,26 @@ def _index_kernel(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
 
 
 @pytest.mark.parametrize("grid_mode", ["sequential", "batched"])
-def test_int32_overflow_in_index_arithmetic_is_still_a_device_assertion(rt, grid_mode):
+def test_int32_overflow_wraps_as_on_a_gpu_and_is_an_assertion_in_debug_mode(rt, grid_mode):
+    """Compiled Triton checks + - * of integers for overflow only in debug mode (the check is a device assertion);
+    otherwise int32 wraps, as GPU integers do."""
     rt.configure(grid=grid_mode)
     x, y = torch.randn(64), torch.empty(64)
     _index_kernel[(4,)](x, y, 64, 3, BLOCK=16)  # no overflow: runs, exact
     assert torch.equal(x, y)
+    y.zero_()
+    _index_kernel[(4,)](x, y, 64, 2**30, BLOCK=16)  # offs * stride wraps: row - row is still 0
+    assert torch.equal(x, y)
     with pytest.raises(KernelFinding) as ei:
-        _index_kernel[(4,)](x, y, 64, 2**30, BLOCK=16)
+        _index_kernel[(4,)](x, y, 64, 2**30, BLOCK=16, debug=True)
     assert ei.value.kind == "assert"
     assert "int32 overflow detected for operation mul" in str(ei.value)
+    triton.knobs.runtime.debug = True
+    try:
+        with pytest.raises(KernelFinding, match="int32 overflow detected"):
+            _index_kernel[(4,)](x, y, 64, 2**30, BLOCK=16)
+    finally:
+        triton.knobs.runtime.debug = False
 
 
 def _snapshot():

@@ -135,7 +135,7 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchReport:
     dots = res.dot_precisions
     rep = LaunchReport(kernel=res.kernel, grid=res.grid, constexprs=dict(res.constexprs), programs=res.programs,
                        seconds=res.seconds, dot_precision="+".join(dots) if dots else None, autotune=summary,
-                       grid_mode=res.grid_mode)
+                       grid_mode=res.grid_mode, fallback=res.fallback)
     record(rep)
     aot.on_launch(kernel, args, kwargs, rep)
     return rep

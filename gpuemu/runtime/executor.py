@@ -84,6 +84,7 @@ class LaunchState:
     libdevice_patched: bool = False
     scope: Any = None  # the launch's _Scope (helpers found mid-launch patch their modules into it)
     patched_modules: set = field(default_factory=set)
+    check_overflow: bool = False  # Triton's integer overflow check (a kernel in debug mode); else ints wrap
     _spin_fp: Any = None
     _spin_n: int = 0
 
@@ -95,6 +96,7 @@ class LaunchState:
         self.codes, self.kernel_codes, self.rewritten = {}, frozenset(), None
         self.libdevice_patched, self.scope = False, None
         self.patched_modules = set()
+        self.check_overflow = False
         self._spin_fp, self._spin_n = None, 0
 
     @property
@@ -155,8 +157,18 @@ class _AssertFailed(_Located):
 _FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice)
 
 
-class KernelError(RuntimeError):
-    """An exception raised by a kernel's own code on the runtime, with the kernel source line."""
+def _interpreter_error() -> type:
+    try:
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # pragma: no cover - a triton without it
+        return RuntimeError
+    return InterpreterError
+
+
+class KernelError(_interpreter_error(), RuntimeError):
+    """An exception raised by a kernel's own code, with the kernel source line: the error Triton's interpreter
+    raises for the same launch (a ``triton.runtime.errors.InterpreterError``, so ``pytest.raises`` and
+    ``except`` clauses written for Triton catch it), its cause the kernel's own exception."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +180,7 @@ class LaunchResult:
     seconds: float
     dot_precisions: tuple[str, ...]
     grid_mode: str = "sequential"  # "batched (N passes)" or "sequential" with the reason batching was not used
+    fallback: str | None = None  # why Triton's interpreter ran the launch instead (see _on_interpreter)
 
 
 # ---------------------------------------------------------------------- patching
@@ -573,6 +586,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             state.reset(name, settings, arena, deadline)
         else:  # a launch inside a launch: its own state and patches
             state = LaunchState(kernel=name, settings=settings, arena=arena, deadline=deadline)
+        state.check_overflow = debug_mode(kernel, kwargs)
         state.codes = dict.fromkeys(rw.codes, name)
         state.kernel_codes = rw.codes
         state.rewritten = rw
@@ -580,6 +594,8 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         state.scope = scope
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
+        arena.keep_writes()  # (copy on first write) a launch the runtime cannot finish starts again from here
+        gap: KernelError | None = None
         try:
             lean_found = _lean(state, rw, kargs, settings, grid3, bound)
             lean = lean_found is not None
@@ -607,18 +623,88 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
-            raise _translate(e, state) from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
-                                                                    _WatchdogTimeout)) else e)
+            found = _translate(e, state)
+            if not isinstance(found, KernelError):
+                raise found from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
+                                                         _WatchdogTimeout)) else e)
+            gap = found  # Python raised inside the launch: the kernel's error, or a construct the runtime lacks
         finally:
             watchdog.stop()
             scope.restore()
             if lang_scope is not None:
                 lang_scope.restore()
+            if gap is not None:
+                arena.put_back()  # (before the write-back: staged buffers get their first bytes too)
             arena.writeback()
-            _depth -= 1
+            if gap is None:
+                _depth -= 1
+        if gap is not None:
+            try:
+                fallback = _on_interpreter(kernel, fn, args, kwargs, grid, settings, gap)
+            finally:
+                _depth -= 1
+            grid_mode, dots = "interpreter", ()
+        else:
+            fallback = None
     programs = grid3[0] * grid3[1] * grid3[2]
     return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, dots,
-                        grid_mode)
+                        grid_mode, fallback)
+
+
+_interpreted: dict[int, tuple[Any, Any]] = {}  # id(fn) -> (fn, Triton's InterpretedFunction of it)
+
+
+def _interpreted_of(fn: Callable) -> Any:
+    hit = _interpreted.get(id(fn))
+    if hit is None or hit[0] is not fn:
+        hit = _interpreted[id(fn)] = (fn, _compat.interpreted_function_class()(fn))
+    return hit[1]
+
+
+def _on_interpreter(kernel: Any, fn: Callable, args: tuple, kwargs: dict, grid: Any, settings: Settings,
+                    gap: "KernelError") -> str:
+    """Run the launch as Triton's own interpreter does (its grid executor, its language patches; nested
+    ``@triton.jit`` helpers through its InterpretedFunction), from the bytes the launch started with, after
+    Python raised inside the runtime's run of it. If Triton's interpreter raises too, the error is the
+    kernel's own: a located KernelError whose cause is the interpreter's. Else the runtime lacks a construct
+    this kernel uses: the interpreter's result stands and the reason is returned (``LaunchReport.fallback``)."""
+    it = _compat.interp()
+    ifn = _interpreted_of(fn)
+    scope = _Scope()
+    scope.set(_compat.jit_function_class(), "__call__",
+              lambda self, *a, **k: _interpreted_of(self.fn)(*a, **k))  # (helpers decorated outside TRITON_INTERPRET)
+    watchdog = _Watchdog(settings.timeout_s + 2.0)
+    try:
+        watchdog.start()
+        with np.errstate(all="ignore"):
+            it.GridExecutor(ifn.rewrite(), ifn.arg_names, grid)(*args, **kwargs)
+    except _WatchdogTimeout:
+        raise KernelFinding("timeout", f"launch of {gap.kernel} exceeded its time bound of {settings.timeout_s:g} s "
+                                       "on Triton's interpreter", kernel=gap.kernel, site="?") from None
+    except Exception as e:  # noqa: BLE001 - the kernel's own error, as Triton's interpreter raises it
+        inner = e.__cause__ if isinstance(e, _interpreter_error()) and e.__cause__ is not None else e
+        site = _interpreter_site(inner, fn) or gap.site
+        err = KernelError(f"{one_line(inner)} in kernel {gap.kernel} at {site}")
+        err.kernel, err.site = gap.kernel, site
+        raise err from inner
+    finally:
+        watchdog.stop()
+        scope.restore()
+    return f"{gap.reason} (the gpuemu runtime cannot run this yet; Triton's interpreter ran the launch)"
+
+
+def _interpreter_site(e: BaseException, fn: Callable) -> str | None:
+    """file:line of the innermost frame of a traceback in the kernel's file (where Triton's interpreter ran it)."""
+    filename = fn.__code__.co_filename
+    best = None
+    tb = e.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == filename:
+            best = f"{filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" + \
+                ("" if code.co_name == fn.__name__ else f" (in {code.co_name})")
+        tb = tb.tb_next
+    return best
 
 
 # Measured with the fast paths (CPU ms, 2-program launches of 1073 elements): add 2.16 one by one vs 1.80
@@ -810,7 +896,9 @@ def _translate(e: BaseException, state: LaunchState) -> BaseException:
                                             f"({where})", kernel=state.kernel, site=site, construct=str(e))
     if isinstance(e, Exception):
         inner = e.__cause__ if type(e).__name__ == "InterpreterError" and e.__cause__ else e
-        return KernelError(f"{one_line(inner)} {where}")
+        err = KernelError(f"{one_line(inner)} {where}")
+        err.kernel, err.site, err.reason = state.kernel, site, f"{one_line(inner)} at {site}"
+        return err
     return e
 
 
@@ -936,9 +1024,8 @@ def _patch_core(scope: _Scope, state: LaunchState) -> None:
     precisions = tuple(dict.fromkeys(tuple(opts.allowed_dot_input_precisions) + _compat.bf16_input_precisions()))
     scope.set(builder, "options", dataclasses.replace(opts, debug=True, allowed_dot_input_precisions=precisions))
     sem = _compat.semantic()
-    if fast.ENABLED and hasattr(sem, "binary_op_sanitize_overflow_impl"):
-        scope.set(sem, "binary_op_sanitize_overflow_impl",
-                  fast.sanitize_overflow(sem, sem.binary_op_sanitize_overflow_impl))
+    if hasattr(sem, "binary_op_sanitize_overflow_impl"):
+        scope.set(sem, "binary_op_sanitize_overflow_impl", _overflow_check(state, sem))
     # reductions and scans: bf16 / fp16 as the GPU rounds
     for mod in (tl, tl.core):
         scope.set(mod, "reduce", numerics.reduce_wrapper(mod.reduce))
@@ -959,6 +1046,40 @@ def _patch_core(scope: _Scope, state: LaunchState) -> None:
     call = _helper_call(state)
     scope.set(_compat.jit_function_class(), "__call__", call)
     scope.set(_compat.interpreted_function_class(), "__call__", call)
+
+
+def _overflow_check(state: LaunchState, sem: Any) -> Callable:
+    """Triton's integer overflow check of ``+ - *`` where the launch asks for it (``state.check_overflow``: the
+    kernel runs in debug mode, as compiled Triton inserts the check only then); else integers wrap, as on a
+    GPU. (device_assert itself is always enforced: the runtime's options say debug.)"""
+    impl = sem.binary_op_sanitize_overflow_impl
+    if fast.ENABLED:
+        impl = fast.sanitize_overflow(sem, impl)
+
+    def check(lhs, rhs, binary_op):
+        if state.check_overflow:
+            return impl(lhs, rhs, binary_op)
+        return None
+
+    return check
+
+
+def debug_mode(kernel: Any, kwargs: dict) -> bool:
+    """Whether compiled Triton would build this launch in debug mode: ``debug=True`` at the launch, on the
+    decorator (``@triton.jit(debug=True)``) or in ``triton.knobs.runtime.debug`` (TRITON_DEBUG=1)."""
+    flag = kwargs.get("debug")
+    if flag is None:
+        flag = getattr(kernel, "debug", None)
+    if flag is None:
+        flag = (getattr(kernel, "kwargs", None) or {}).get("debug")
+    if flag is None:
+        try:
+            import triton
+
+            flag = triton.knobs.runtime.debug
+        except Exception:  # pragma: no cover - a triton without knobs
+            flag = False
+    return bool(flag)
 
 
 def _index(self) -> int:

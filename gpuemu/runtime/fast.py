@@ -266,9 +266,25 @@ def in_range(a: np.ndarray | tuple[int, int], b: np.ndarray | tuple[int, int], o
 # accepts it (every dim a power of 2, within the numel limit), so a shape it rejects still goes through
 # whatever check is live (the batched grid's accepts a leading program axis of any size).
 ONE: Any = None  # constexpr(1): the numel of every scalar tensor the constructor below builds
-_tensor_shapes: dict[tuple, tuple] = {}
+# Triton keeps shapes as its own tl.tuple (block_type.shape: ints; tensor.shape: constexprs), which kernels and
+# Triton's semantic layer rely on (``shape.values``, ``[1] + shape.values``, ``x.shape == [4, 8]``): the
+# constructors below build one tl.tuple per shape and share it.
+_shape_tuples: dict[tuple, Any] = {}  # plain shape -> the block_type shape (tl.tuple of ints) for it
+_tensor_shapes: dict[int, tuple] = {}  # id(a block_type shape) -> (it, tensor shape (tl.tuple of constexprs), numel)
 _valid_shapes: dict[tuple, int] = {}
 _names: dict[tuple, str] = {}  # (shape, scalar dtype name) -> block_type name
+
+
+def shape_tuple(key: tuple) -> Any:
+    """The tl.tuple Triton's block_type keeps for the plain shape ``key`` (one shared object per shape)."""
+    hit = _shape_tuples.get(key)
+    if hit is None:
+        import triton.language as tl
+
+        if len(_shape_tuples) >= 4096:
+            _shape_tuples.clear()
+        hit = _shape_tuples[key] = tl.core.tuple(list(key))
+    return hit
 
 
 def install(scope: Any) -> None:
@@ -282,35 +298,37 @@ def install(scope: Any) -> None:
 
     global ONE
     core = tl.core
-    constexpr, block_type = core.constexpr, core.block_type
+    constexpr, block_type, tltuple = core.constexpr, core.block_type, core.tuple
     if ONE is None:
         ONE = constexpr(1)
     one = ONE
+    empty = tltuple([])
 
     def tensor_init(self, handle, type):
         self.handle = handle
         if type.is_block():
             shape = type.shape
-            try:
-                hit = _tensor_shapes.get(shape)
-            except TypeError:  # an unhashable shape: build it as Triton does
-                hit = None
-                shape = None
-            if hit is None:
-                dims = () if shape is None else shape
-                hit = (tuple([constexpr(s) for s in type.shape]), constexpr(math.prod(type.shape)))
-                if shape is not None:
-                    _tensor_shapes[dims] = hit
-            self.shape, self.numel = hit
+            hit = _tensor_shapes.get(id(shape))
+            if hit is None or hit[0] is not shape:
+                dims = [int(s) for s in shape]
+                hit = (shape, tltuple([constexpr(s) for s in dims]), constexpr(math.prod(dims)))
+                if len(_tensor_shapes) >= 4096:
+                    _tensor_shapes.clear()
+                _tensor_shapes[id(shape)] = hit  # (holds the shape: its id stays its own)
+            self.shape, self.numel = hit[1], hit[2]
         else:
-            self.shape, self.numel = (), one
+            self.shape, self.numel = empty, one
         self.type = type
         self.dtype = type.scalar
 
     bt_init0 = block_type.__init__
 
     def block_type_init(self, element_ty, shape):
-        if type(shape) in (list, tuple) and all(type(d) is int for d in shape):
+        kind = type(shape)
+        if kind is tltuple:
+            shape = shape.values
+            kind = list
+        if kind in (list, tuple) and all(type(d) is int for d in shape):
             key = tuple(shape)
             numel = _valid_shapes.get(key)
             if numel is None and key and all(d > 0 and d & (d - 1) == 0 for d in key):
@@ -323,17 +341,17 @@ def install(scope: Any) -> None:
                 numel = core.validate_block_shape(key)  # (raises as Triton's constructor would)
             if numel is not None:
                 self.element_ty = element_ty
-                self.shape = key
+                self.shape = shape_tuple(key)
                 self.numel = numel
                 nkey = (key, element_ty.name) if type(element_ty) is core.dtype else None
                 name = _names.get(nkey) if nkey is not None else None
                 if name is None:
-                    name = f'<{key}, {element_ty}>'
+                    name = f'<{self.shape}, {element_ty}>'
                     if nkey is not None:
                         _names[nkey] = name
                 self.name = name
                 return
-        bt_init0(self, element_ty, shape)
+        bt_init0(self, element_ty, list(shape) if type(shape) is tuple else shape)
 
     scope.set(core.tensor, "__init__", tensor_init)
     scope.set(block_type, "__init__", block_type_init)
@@ -453,7 +471,7 @@ def install_operators(scope: Any) -> None:
         p_block = type(tp) is block_type
         pty = tp.element_ty if p_block else tp
         if p_block and o_block:
-            if tp.shape != to.shape:
+            if tp.shape is not to.shape and tp.shape != to.shape:
                 return None
             ty, ph, oh = tp, ptr.handle, off.handle
         elif p_block:
@@ -505,7 +523,8 @@ def install_operators(scope: Any) -> None:
                     lo, hi = _INTS[nm]
                     if kind is not int or not lo <= other <= hi:
                         return slow(self, other)
-                elif kind is int and not -2**63 <= other < 2**64:
+                elif nm not in floats or (kind is int and not -2**63 <= other < 2**64):
+                    # (a narrow or unsigned int beside a Python number: Triton's promotion decides, not this type)
                     return slow(self, other)
                 other = sem.scalar_constant(other, sa)  # Triton's constant of the tensor's type
                 o_block = False
@@ -520,7 +539,7 @@ def install_operators(scope: Any) -> None:
             lhs, rhs = (other, self) if reflected else (self, other)
             l_block, r_block = (o_block, a_block) if reflected else (a_block, o_block)
             if l_block and r_block:
-                if lhs.type.shape != rhs.type.shape:
+                if lhs.type.shape is not rhs.type.shape and lhs.type.shape != rhs.type.shape:
                     return slow(self, other)
                 ty = lhs.type
             elif l_block:  # the scalar is splat to the block's shape, as broadcast_impl_value does
@@ -589,7 +608,7 @@ def install_operators(scope: Any) -> None:
                 if type(vt) is block_type:
                     if vt.element_ty is not sa and (type(vt.element_ty) is not scalar or vt.element_ty.name != sa.name):
                         return slow(condition, x, y)
-                    if vt.shape != shape:
+                    if vt.shape is not shape and vt.shape != shape:
                         return slow(condition, x, y)
                     handles.append(v.handle)
                 else:
@@ -614,7 +633,7 @@ def install_operators(scope: Any) -> None:
         ``other``/``value``: a scalar is splat, a block must already have that shape (None otherwise)."""
         tt = t.type
         if type(tt) is block_type:
-            if tt.shape != shape:
+            if tt.shape is not shape and tt.shape != shape:
                 return None
         else:
             ty = block_type(tt, shape)
@@ -640,7 +659,7 @@ def install_operators(scope: Any) -> None:
                     return slow(pointer, mask, other)
                 return tensor(b.create_load(pointer.handle, cache, eviction, False), block_type(elt, shape))
             mt = mask.type if type(mask) is tensor else None
-            if type(mt) is not block_type or mt.shape != shape or type(mt.element_ty) is not scalar \
+            if type(mt) is not block_type or (mt.shape is not shape and mt.shape != shape) or type(mt.element_ty) is not scalar \
                     or mt.element_ty.name != "int1":
                 return slow(pointer, mask, other)
             if other is not None:
@@ -678,7 +697,7 @@ def install_operators(scope: Any) -> None:
             shape = pt.shape
             if mask is not None:
                 mt = mask.type if type(mask) is tensor else None
-                if type(mt) is not block_type or mt.shape != shape or type(mt.element_ty) is not scalar \
+                if type(mt) is not block_type or (mt.shape is not shape and mt.shape != shape) or type(mt.element_ty) is not scalar \
                         or mt.element_ty.name != "int1":
                     return slow(pointer, value, mask)
             v = value.value if type(value) is constexpr else value

@@ -25,11 +25,14 @@ class LaunchReport:
     dot_precision: str | None = None  # "tf32", "ieee", "tf32x3", "bf16", "fp16", ... (None: no tl.dot)
     autotune: dict[str, Any] | None = None  # {"chosen": {...}, "configs_run": n, "agree": bool}
     grid_mode: str = "sequential"  # "batched (N passes)", or "sequential" and why (gpuemu.runtime.batched)
+    # why the runtime handed this launch to Triton's own interpreter (a construct it cannot run yet), else None
+    fallback: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "grid": list(self.grid), "constexprs": _plain(self.constexprs),
                 "programs": self.programs, "seconds": self.seconds, "dot_precision": self.dot_precision,
-                "autotune": self.autotune, "grid_mode": self.grid_mode}
+                "autotune": self.autotune, "grid_mode": self.grid_mode,
+                "fallback": self.fallback}
 
     def launch_options(self) -> dict[str, Any]:
         """The fields a ``Launch.options`` dict carries (plain values only)."""
@@ -39,6 +42,8 @@ class LaunchReport:
         if self.autotune is not None:
             out["autotune_config"] = ", ".join(f"{k}={v}" for k, v in self.autotune["chosen"].items())
             out["autotune_configs_run"] = self.autotune["configs_run"]
+        if self.fallback is not None:
+            out["runtime_fallback"] = self.fallback
         return out
 
 

@@ -6,7 +6,8 @@ Beyond it, the rewrite makes Python's boolean operators behave as compiled Trito
 interpreter evaluates them as Python truthiness, so a mask ``offs < n and offs >= lo`` silently collapses
 to its second half), and a Python ``assert`` on a tensor becomes a device assertion. The source comes from
 the JITFunction's in-memory copy (no re-read of the file), line numbers map to the file, and closures over
-local variables keep their values.
+local variables keep their values. A function with no source to read (built with ``exec()``) runs as
+written, as Triton's interpreter runs it.
 """
 
 from __future__ import annotations
@@ -126,7 +127,14 @@ def rewrite(kernel: Any, fn: Callable) -> Rewritten:
         hit = _cache.get(fn)
     if hit is not None and (not isinstance(live, str) or hit[0] == live):
         return hit[1]
-    src = source_of(kernel, fn)
+    try:
+        src = source_of(kernel, fn)
+    except (OSError, TypeError):  # no source (a kernel built with exec()): run it as written, as Triton's
+        code = fn.__code__        # interpreter does (without the rewrites above)
+        result = Rewritten(fn, frozenset(_codes(code)), Source("", code.co_filename, code.co_firstlineno))
+        with _lock:
+            _cache[fn] = (live if isinstance(live, str) else "", result)
+        return result
     tree = ast.parse(src.text)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
