@@ -15,7 +15,9 @@ def elu_kernel(x_ptr, out_ptr, n_cols, stride_xm, stride_xn, stride_om, stride_o
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
     xn = tl.minimum(x, 0.0)
     u = tl.exp(xn)
-    em1 = tl.where(u == 1.0, xn, tl.where(u == 0.0, -1.0, (u - 1.0) * xn / tl.log(u)))
+    # Kahan: expm1(x) = (u - 1) * x / log(u) near 0 (u == 1: x itself); below -0.5 plain u - 1 has no
+    # cancellation (and log(u) of a subnormal u would no longer equal x)
+    em1 = tl.where(xn > -0.5, tl.where(u == 1.0, xn, (u - 1.0) * xn / tl.log(u)), u - 1.0)
     y = tl.where(x > 0, x, em1)          # BUG: alpha dropped (alpha = 1 assumed)
     tl.store(out_ptr + row * stride_om + cols * stride_on, y.to(out_ptr.dtype.element_ty), mask=mask)
 
