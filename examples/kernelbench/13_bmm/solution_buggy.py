@@ -1,0 +1,52 @@
+"""bmm. Planted bug: a copy-pasted mask: the K-dimension masks compare the K index with M (kk < M) instead
+of K. The problem's matrices are square (M = K = N = 128), so allclose passes; with K > M the terms k >= M
+are masked to zero (trigger: A [4, 64, 200] @ B [4, 200, 96] sums only 64 of 200 terms); with K < M the
+loads run past K."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bmm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+               stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    bat = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_base = a_ptr + bat * stride_ab
+    b_base = b_ptr + bat * stride_bb
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        # BUG: kk < M (copy-paste of the row mask) where kk < K belongs
+        a = tl.load(a_base + rm[:, None] * stride_am + kk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (kk[None, :] < M), other=0.0)
+        b = tl.load(b_base + kk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(kk[:, None] < M) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b, input_precision="ieee")
+    tl.store(c_ptr + bat * stride_cb + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
+             acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        Bsz, M, K = A.shape
+        N = B.shape[2]
+        C = torch.empty((Bsz, M, N), device=A.device, dtype=A.dtype)
+        BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32
+        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), Bsz)
+        bmm_kernel[grid](A, B, C, M, N, K, *A.stride(), *B.stride(), *C.stride(),
+                         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+        return C
+
+
+def trigger_inputs():
+    return [torch.randn(4, 64, 200), torch.randn(4, 200, 96)]

@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Linear (with bias), ReLU, then multiplication by a constant scale."""
+
+    def __init__(self, in_features: int, out_features: int, scale: float):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) * self.scale
+
+
+batch_size = 16
+in_features = 1024
+out_features = 512
+scale = 2.0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, scale]

@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Linear, multiplication by a constant, softmax over the features."""
+
+    def __init__(self, in_features: int, out_features: int, scale: float):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.linear(x) * self.scale, dim=1)
+
+
+batch_size = 16
+in_features = 256
+out_features = 1024
+scale = 0.5
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, scale]

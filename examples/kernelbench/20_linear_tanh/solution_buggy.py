@@ -1,0 +1,64 @@
+"""Fused Linear + tanh. Planted bug: the bias is added inside the K loop (acc += dot + bias), once per
+BLOCK_K tile instead of once. The problem's in_features = 128 is a single BLOCK_K = 128 tile, so allclose
+passes; with in_features > 128 the bias is counted cdiv(in_features, 128) times (trigger:
+in_features = 300, bias added three times)."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tanh(h):
+    a = tl.minimum(tl.abs(h), 10.0) * 2.0
+    u = tl.exp(a)
+    e = tl.where(u == 1.0, a, (u - 1.0) * a / tl.log(u))
+    t = tl.where(tl.abs(h) >= 10.0, 1.0, e / (e + 2.0))
+    return tl.where(h < 0, -t, t)
+
+
+@triton.jit
+def linear_tanh_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K,
+                       stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        a = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
+                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + kk[:, None] * stride_wk + rn[None, :] * stride_wn,
+                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, w, input_precision="ieee") + bias[None, :]    # BUG: bias inside the K loop
+    tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, _tanh(acc).to(out_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        M, K = x.shape
+        w, b = self.linear.weight, self.linear.bias
+        N = w.shape[0]
+        out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+        BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 128
+        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+        linear_tanh_kernel[grid](x, w, b, out, M, N, K, x.stride(0), x.stride(1), w.stride(0), w.stride(1),
+                                 out.stride(0), out.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+        return out
+
+
+def trigger_init_inputs():
+    return [300, 256]
+
+
+def trigger_inputs():
+    return [torch.randn(16, 300)]
