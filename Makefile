@@ -41,6 +41,15 @@ soak: $(STAMP)
 
 # The runtime's tests on triton 3.6 in a second venv (with numpy 2.4, whose int() of a one-element array 3.6's
 # interpreter relied on for loop bounds: the runtime converts them itself)
+# Triton's own language tests (test_core.py and the interpreter-enabled files of Triton's `make test-interpret`)
+# under the stock interpreter and on gpuemu's runtime, side by side: bench/conformance/results.md. The tests come
+# from TRITON_TESTS (a Triton checkout), TRITON_GIT (a git directory with Triton's history) or GitHub
+# (bench/conformance/run.py); about 30 minutes on 2 cores
+.PHONY: conformance
+conformance: $(STAMP)
+	$(PY) -m pip install -q pytest-timeout pytest-xdist
+	$(PY) bench/conformance/run.py
+
 .PHONY: test-triton36 bench-runtime
 VENV36 ?= /tmp/venv36
 test-triton36:

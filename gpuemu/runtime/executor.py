@@ -1312,6 +1312,9 @@ def _memory_overrides(state: LaunchState, original) -> dict[str, Callable]:
         ty = ptrs.get_element_ty()
         npd = it._get_np_dtype(ty)
         shape = np.shape(ptrs.data)
+        if mask is not None and np.ndim(mask.data) > len(shape):  # (a batched pass: the same addresses in every
+            shape = np.broadcast_shapes(shape, np.shape(mask.data))  # program, a mask of each program's own)
+            ptrs = TH(np.broadcast_to(ptrs.data, shape), ptrs.dtype)
         m = _shaped(mask.data, bool, shape) if mask is not None else _every_lane(shape)
         oth = None if other is None else _shaped(other.data, npd, shape)  # (None: zeros, built where needed)
         if not is_volatile:

@@ -237,6 +237,12 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
     def create_fp_to_fp(src, dst_type, rounding_mode):
         dst = getattr(dst_type, "scalar", dst_type)
         fp8 = lambda t: getattr(t, "is_fp8", lambda: False)()  # noqa: E731
+        rtz = rounding_mode is not None and rounding_is_rtz(rounding_mode)
+        if fp8(src.dtype) and src.dtype.name in FP8_TYPES and not fp8(dst):
+            vals = fp8_decode(src.data, src.dtype.name)
+            return TH(bf16.from_f32(vals) if dst == BF16 else vals.astype(np_dtype(dst)), dst)
+        if fp8(dst) and dst.name in FP8_TYPES and not fp8(src.dtype) and not rtz:
+            return TH(fp8_encode(np.asarray(f32(src).data), dst.name), dst)
         if (dst == BF16 or is_bf16(src)) and not fp8(dst) and not fp8(src.dtype):
             if dst == BF16:
                 data = np.asarray(f32(src).data)
@@ -255,6 +261,12 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
 
     def create_dot(a, b, d, input_precision, max_num_imprecise_acc):
         ta = a.dtype
+        if getattr(ta, "is_fp8", lambda: False)() and ta.name in FP8_TYPES and b.dtype.name in FP8_TYPES:
+            # fp8 operands, exact in fp32, products accumulated in fp32 (the tensor core's accumulator)
+            state.note_dot(str(ta))
+            prod = np.matmul(fp8_decode(a.data, ta.name), fp8_decode(b.data, b.dtype.name), dtype=np.float32)
+            acc = np.asarray(d.data)
+            return TH((prod + acc.astype(np.float32)).astype(acc.dtype), d.dtype)
         if getattr(ta, "is_fp8", lambda: False)() or ta in (tl.float64, tl.int8, tl.uint8):
             state.note_dot(str(ta))
             return dot(a, b, d, input_precision, max_num_imprecise_acc)
@@ -275,6 +287,32 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
         return TH((prod + acc.astype(np.float32)).astype(acc.dtype), d.dtype)
     out["create_dot"] = create_dot
     return out
+
+
+# fp8 as sm_89+/sm_90 converts it: decoding is exact (NaN and, for e5m2, Inf kept); encoding from fp32/fp16
+# (cvt.rn.satfinite.e4m3x2 / e5m2x2) rounds to nearest even and saturates at the largest finite value (Inf
+# included), NaN stays NaN. Triton's interpreter decodes NaN/Inf as finite numbers and rounds some values wrong
+# (1.96 -> 1.0, 500 -> 256 in e4m3): torch's float8 types do the bit work here.
+FP8_TYPES = {"fp8e4nv": ("float8_e4m3fn", 448.0), "fp8e5": ("float8_e5m2", 57344.0),
+             "fp8e4b8": ("float8_e4m3fnuz", 240.0), "fp8e5b16": ("float8_e5m2fnuz", 57344.0)}
+
+
+def fp8_decode(bits: np.ndarray, name: str) -> np.ndarray:
+    """uint8 storage of an fp8 value (Triton's type name ``name``) -> its exact float32 value."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(bits, dtype=np.uint8)).view(getattr(torch, FP8_TYPES[name][0]))
+    return t.to(torch.float32).numpy()
+
+
+def fp8_encode(values: np.ndarray, name: str) -> np.ndarray:
+    """float values -> uint8 storage of Triton's fp8 type ``name``: nearest even, saturating, NaN kept."""
+    import torch
+
+    kind, top = FP8_TYPES[name]
+    v = np.asarray(values)
+    v = np.clip(v.astype(np.float32 if v.dtype != np.float64 else np.float64), -top, top)  # (NaN stays NaN)
+    return torch.from_numpy(np.ascontiguousarray(v)).to(getattr(torch, kind)).view(torch.uint8).numpy()
 
 
 def _rtz_f32(x: np.ndarray) -> np.ndarray:
