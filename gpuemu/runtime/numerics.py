@@ -286,6 +286,39 @@ def overrides(state: Any, original: Callable[[str], Callable]) -> dict[str, Call
             return TH((prod + acc.astype(np.float32)).astype(np.float16), d.dtype)
         return TH((prod + acc.astype(np.float32)).astype(acc.dtype), d.dtype)
     out["create_dot"] = create_dot
+
+    scaled = original("create_dot_scaled")
+    if scaled is not None and hasattr(it, "_prepare_dot_scaled_operand") and hasattr(it, "_e8m0_to_f32"):
+        from triton._C.libtriton import ir as _ir
+
+        fp8_formats = {getattr(_ir.ScaleDotElemTypeTY, n) for n in ("E4M3", "E5M2")
+                       if hasattr(_ir.ScaleDotElemTypeTY, n)}
+
+        def operand(h, scale, fmt, k_pack, is_rhs):
+            """tl.dot_scaled's operand as the GPU reads it: fp8 decoded exactly (Triton's interpreter decodes e5m2
+            subnormals as 0), times its e8m0 scale per group of K."""
+            if fmt not in fp8_formats or getattr(h.dtype, "name", "") not in FP8_TYPES:
+                return it._prepare_dot_scaled_operand(h, scale, fmt, k_pack, is_rhs)
+            value = fp8_decode(h.data, h.dtype.name)
+            if scale is None:
+                return value
+            sc = it._e8m0_to_f32(scale.data)
+            if is_rhs:  # rhs is [K, N], its scale [N, K / group]
+                sc = np.swapaxes(np.repeat(sc, value.shape[-2] // sc.shape[-1], axis=-1), -1, -2)
+            else:
+                sc = np.repeat(sc, value.shape[-1] // sc.shape[-1], axis=-1)
+            return value * sc
+
+        def create_dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, lhs_k_pack,
+                              rhs_k_pack, acc):
+            if lhs_format not in fp8_formats and rhs_format not in fp8_formats:
+                return scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, fast_math, lhs_k_pack,
+                              rhs_k_pack, acc)
+            a = operand(lhs, lhs_scale, lhs_format, lhs_k_pack, False)
+            b = operand(rhs, rhs_scale, rhs_format, rhs_k_pack, True)
+            return TH(np.matmul(a, b) + acc.data, tl.float32)
+
+        out["create_dot_scaled"] = create_dot_scaled
     return out
 
 
