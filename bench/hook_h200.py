@@ -76,7 +76,7 @@ def log(msg: str) -> None:
 
 def gpu_proof(store: Path) -> dict:
     import gpuemu.hook as hook
-    from gpuemu.hook import judge
+    from gpuemu import judge
 
     rt = hook.install(mode="shadow", sample_rate=1.0, budget=1.0, store=str(store), seed=0)
     hook.bind("_rmsnorm_gpu_bug", "rmsnorm")

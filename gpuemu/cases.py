@@ -114,11 +114,11 @@ class Case:
         return ops.get(self.op)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        return {a.name: a.resolve(self.dims, self.batch) for a in self.spec.args}
+        return {a.name: a.resolve(self.dims, self.batch) for a in self.spec.args if a.is_tensor}
 
     def shape_label(self) -> str:
-        """The first argument's shape, as in the failure line: ``[8,257,64]``."""
-        first = self.spec.args[0]
+        """The first tensor argument's shape, as in the failure line: ``[8,257,64]``."""
+        first = next((a for a in self.spec.args if a.is_tensor), self.spec.args[0])
         return "[" + ",".join(str(s) for s in first.resolve(self.dims, self.batch)) + "]"
 
     def is_contiguous(self) -> bool:
@@ -368,6 +368,12 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
     dt = torch_dtype(case.dtype)
     out: dict[str, Any] = {}
     for arg in spec.args:
+        if arg.kind == "const":
+            out[arg.name] = arg.value
+            continue
+        if arg.kind == "dim":
+            out[arg.name] = case.dims[arg.index_of]
+            continue
         shape = arg.resolve(case.dims, case.batch)
         layout = case.layouts.get(arg.name, "contiguous")
         if layout == "none":
@@ -377,9 +383,19 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
         if arg.kind == "index":
             hi = case.dims[arg.index_of]
             raw = raw_u64(rng.next_u64(), math.prod(shape)) >> np.uint64(32)
-            vals = torch.from_numpy(((raw * np.uint64(hi)) >> np.uint64(32)).astype(np.int64)).reshape(shape)
+            ids = ((raw * np.uint64(hi)) >> np.uint64(32)).astype(np.int64)
+            vals = torch.from_numpy(np.sort(ids) if arg.sorted else ids).reshape(shape)
+            if arg.dtype and arg.dtype != "int64":
+                vals = vals.to(getattr(torch, arg.dtype))
             t = _place(vals, layout, 0, dim_names(arg, case.batch))
+        elif arg.kind in ("offsets", "int", "bool", "fp8") or (arg.kind == "float" and arg.dtype):
+            t = _place(_drawn(arg, shape, case, rng, spec), layout, _POISON.get(arg.kind, float("nan")),
+                       dim_names(arg, case.batch))
         else:
+            if arg.values in ("range", "mask"):  # (a reference-defined op's scales and additive masks)
+                t = _place(_drawn(arg, shape, case, rng, spec).to(dt), layout, float("nan"), dim_names(arg, case.batch))
+                out[arg.name] = to_device(t, device)
+                continue
             if arg.values == "unit":
                 dist, params = "uniform", {"low": -1.0, "high": 1.0}
             elif arg.values:
@@ -392,6 +408,51 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
             t = _place(vals, layout, float("nan"), dim_names(arg, case.batch))
         out[arg.name] = to_device(t, device)
     return out, call_kwargs(case)
+
+
+_POISON = {"offsets": 0, "int": 0, "bool": False}
+
+
+def _drawn(arg: ops.ArgSpec, shape: tuple[int, ...], case: "Case", rng: Rng, spec: ops.OpSpec):
+    """The values of an argument of a reference-defined op (gpuemu.schema) that is not a plain float of the case's
+    dtype: offsets, quantized ints, bools, fp8, floats of a fixed dtype (each draws exactly one block seed)."""
+    import numpy as np
+    import torch
+
+    from .schema.declare import bound_value
+
+    n = math.prod(shape)
+    block = rng.next_u64()
+    if arg.kind == "offsets":  # group bounds: 0, sorted cut points, the total
+        total = case.dims[arg.index_of]
+        cuts = np.sort(((raw_u64(block, max(n - 2, 0)) >> np.uint64(32)) * np.uint64(total + 1)
+                        >> np.uint64(32)).astype(np.int64))
+        vals = np.concatenate([[0], cuts, [total]])[:n] if n else np.zeros(0, np.int64)
+        return torch.from_numpy(vals.astype(np.int64)).reshape(shape).to(getattr(torch, arg.dtype or "int64"))
+    if arg.kind == "int":
+        lo, hi = int(bound_value(arg.lo if arg.lo is not None else 0, case.dims)), \
+            int(bound_value(arg.hi if arg.hi is not None else 127, case.dims))
+        span = max(hi - lo + 1, 1)
+        vals = lo + ((raw_u64(block, n) >> np.uint64(32)) * np.uint64(span) >> np.uint64(32)).astype(np.int64)
+        return torch.from_numpy(vals).reshape(shape).to(getattr(torch, arg.dtype or "int64"))
+    if arg.kind == "bool":
+        return torch.from_numpy(uniform01(block, n) < (arg.density if arg.density is not None else 0.5)).reshape(shape)
+    if arg.kind == "fp8":  # the example's scale, saturated at the format's largest finite value
+        dt = getattr(torch, arg.dtype or "float8_e4m3fn")
+        top = float(torch.finfo(dt).max)
+        v = np.clip(normal(block, n) * ((arg.hi or 3.0) / 3.0), -top, top)
+        return torch.from_numpy(v).to(torch.float32).to(dt).reshape(shape)
+    dt = getattr(torch, arg.dtype) if arg.dtype else torch_dtype(case.dtype)  # (fixed, or the case's)
+    if arg.values == "range":
+        lo, hi = float(bound_value(arg.lo, case.dims)), float(bound_value(arg.hi, case.dims))
+        v = lo + uniform01(block, n) * (hi - lo)
+    elif arg.values == "mask":
+        v = np.where(uniform01(block, n) < (arg.density if arg.density is not None else 0.5), 0.0, -np.inf)
+    else:
+        dist = case.values if arg.dtype in ("float32", "float16", "bfloat16") else "normal"
+        params = case.value_params or value_params(dist, spec, case.dtype, case.dims)
+        v = _float_values(dist, params, shape, Rng(block)).reshape(-1)
+    return torch.from_numpy(v.reshape(shape)).to(torch.float32).to(dt)
 
 
 def to_device(t, device: str):
@@ -411,6 +472,13 @@ def _move_storage(t, device: str):
     st = t.untyped_storage()
     whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
     return whole.to(device, copy=True).as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+def scalar_args(case: Case) -> dict[str, Any]:
+    """The non-tensor arguments of a case (a reference-defined op's constants and sizes): what a snapshot, which
+    holds tensors only, leaves to the case."""
+    return {a.name: (a.value if a.kind == "const" else case.dims[a.index_of]) for a in case.spec.args
+            if not a.is_tensor}
 
 
 def call_kwargs(case: Case) -> dict[str, Any]:
@@ -582,12 +650,14 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
 
     layouts = {}
     for a in spec.args:
+        if not a.is_tensor:
+            continue
         layouts[a.name] = "contiguous"
         if a.optional and shape_kind != "fixed" and rng.below(3) == 0:
             layouts[a.name] = "none"
     noncontig = strategy == "strided" or (strategy == "default" and rng.below(10) < 4)
-    if noncontig:
-        cands = [a for a in spec.args if layouts[a.name] != "none"]
+    cands = [a for a in spec.args if a.is_tensor and layouts[a.name] != "none" and a.resolve(dims, batch)]
+    if noncontig and cands:
         chosen = [a for a in cands if rng.below(2) == 1] or [rng.choice(cands)]
         for a in chosen:
             nd = len(a.resolve(dims, batch))
@@ -613,6 +683,8 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
             dims, batch = drawn
             shape_kind = "real_size"
 
+    if spec.max_elements:
+        dims = _within(spec, dims, batch, kwargs)
     if strategy in ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided"):
         values = "normal"
     elif strategy == "boundary_values":
@@ -685,10 +757,11 @@ def _view_layout(rng: Rng, kind: str, dim: str, size: int) -> str:
 def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tuple[int, ...],
                 layouts: dict[str, str], *, often: bool) -> None:
     """Replace some arguments' layouts by views that real callers make (see LAYOUTS' comment), in place."""
-    tenths = _VIEW_TENTHS_STRUCTURED if any(_structured(a) for a in spec.args) else _VIEW_TENTHS
+    tenths = _VIEW_TENTHS_STRUCTURED if any(_structured(a) for a in spec.args if a.is_tensor) else _VIEW_TENTHS
     if rng.below(_VIEW_ONE_IN) >= (_VIEW_ONE_IN // 2 if often else tenths):
         return
-    cands = [(a, k) for a in spec.args if layouts[a.name] != "none" and (k := _breaking_views(a, dims, batch))]
+    cands = [(a, k) for a in spec.args if a.is_tensor and layouts[a.name] != "none"
+             and (k := _breaking_views(a, dims, batch))]
     if not cands:
         return
     chosen = [c for c in cands if rng.below(2) == 1] or [rng.choice(cands)]
@@ -794,6 +867,30 @@ def _real_size_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: 
     return new, new_batch
 
 
+def _within(spec: ops.OpSpec, dims: dict[str, int], batch: tuple[int, ...], kwargs: Mapping[str, Any]) -> dict:
+    """``dims`` with the largest free dim halved (kept a valid size) until the inputs' elements, summed, are within
+    ``spec.max_elements`` (a reference-defined op: the CPU runs what a GPU runs, one program at a time)."""
+    dims = dict(dims)
+
+    def total() -> int:
+        return sum(math.prod(a.resolve(dims, batch)) for a in spec.args if a.is_tensor)
+
+    for _ in range(64):
+        if total() <= spec.max_elements:
+            break
+        free = [d for d in spec.dims if dims[d] > dim_limits(spec, d)[0]]
+        if not free:
+            break
+        d = max(free, key=lambda k: dims[k])
+        lo = dim_limits(spec, d)[0]
+        m = spec.multiples.get(d, 1)
+        new = max(lo, dims[d] // 2)
+        new -= new % m
+        dims[d] = max(new, lo)
+        _fit(spec, dims, kwargs)
+    return dims
+
+
 def _fit(spec: ops.OpSpec, dims: dict[str, int], kwargs: Mapping[str, Any]) -> bool:
     """Make drawn ``dims`` (in place) what the op's call needs where a draw cannot choose freely: a causal
     attention's queries no more than its keys (Nq and Nk swapped), even dims even. Whether they form a valid call."""
@@ -801,6 +898,8 @@ def _fit(spec: ops.OpSpec, dims: dict[str, int], kwargs: Mapping[str, Any]) -> b
         dims["Nq"], dims["Nk"] = dims["Nk"], dims["Nq"]
     for d in spec.even_dims:
         dims[d] += dims[d] % 2
+    for d, m in spec.multiples.items():
+        dims[d] += -dims[d] % m
     return spec.check_dims(dims, kwargs) is None
 
 

@@ -295,5 +295,18 @@ def judge(output: Any, ref, *, dtype: str, tol, scale=None, scale_doc: str = "|r
                    bound_doc=bound_line(tol, dtype, scale_doc), reference=reference)
 
 
-__all__ = ["Verdict", "compare", "compare_index", "check_form", "judge", "elementwise_error", "bound_line",
+_DTYPE_LABELS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
+                 "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
+                 "torch.uint8": "uint8", "torch.bool": "bool"}
+
+
+def dtype_label(dtype) -> str:
+    """'fp32' for torch.float32 (the names of the op contract); str(dtype) without 'torch.' otherwise."""
+    if dtype is None:
+        return "none"
+    s = str(dtype)
+    return _DTYPE_LABELS.get(s, s.replace("torch.", ""))
+
+
+__all__ = ["dtype_label", "Verdict", "compare", "compare_index", "check_form", "judge", "elementwise_error", "bound_line",
            "mismatch_detail", "mismatch_message", "PASS", "FAIL", "ERROR", "SKIP", "PRECONDITION", "REJECTED"]

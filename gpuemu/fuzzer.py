@@ -116,7 +116,9 @@ def _record(result: FuzzResult, failure: Failure, device: str, tol, extra: Mappi
 _MAX_UNFIT = 200  # draws in a row that the declared preconditions made invalid before the run gives up
 
 
-def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | None = None,
+def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: Any = None,
+         schema: Mapping[str, Any] | str | None = None, init_inputs: Any = None,
+         iterations: int | None = None, seed: int | None = None,
          dtypes: Iterable[str] | str | None = None, strategy: str | None = None, store: str | os.PathLike | None = None,
          rulepack: Iterable[str] = (), device: str | None = None, shrink_failures: bool = True,
          save: bool = True, target: str | None = None, max_failures: int | None = None,
@@ -124,7 +126,9 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
          preconditions: str | None = None, case_timeout: float | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None,
          compile_workers: int | None = None, framework: str | None = None) -> FuzzResult:
-    """Fuzz launcher ``fn`` as an implementation of ``op``.
+    """Fuzz launcher ``fn`` as an implementation of ``op`` (a registry op), or against ``reference`` (a PyTorch
+    function, or a KernelBench ``Model`` class for a ``ModelNew`` ``fn``) with the example call(s) ``inputs``
+    returns and the declaration ``schema`` (see :mod:`gpuemu.schema`).
 
     Cases come from the op's schema (shapes at tile edges, strided layouts, boundary and adversarial
     values) and are judged by the fp64 oracle with per-op, per-dtype tolerances. The first failure is
@@ -157,6 +161,21 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     from .cases import STRATEGIES
     from .target import describe
 
+    bound = None
+    if reference is not None:
+        if op is not None:
+            raise InvalidArgument(f"give op= (a registry op) or reference= (a PyTorch reference), not both (op={op!r})")
+        from .schema import bind
+
+        from .schema import Bound
+
+        target = target or describe(fn)
+        bound = reference if isinstance(reference, Bound) else \
+            bind(fn, reference=reference, inputs=inputs, schema=schema, init_inputs=init_inputs)
+        fn, op = bound.launcher, bound.op
+    elif op is None:
+        raise InvalidArgument("fuzz needs op= (an op of the registry: 'gpuemu ops' lists them) or reference= (the "
+                              "kernel's PyTorch reference, with inputs= its example call)")
     spec = ops.get(op)
     settings = config.resolve(rulepacks=tuple(rulepack), store=store)
     fz = settings.fuzz
@@ -171,6 +190,11 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
         raise InvalidArgument(f"preconditions={policy!r}: use fail or warn")
     target = target or describe(fn)
     req = declared(fn).merge(from_project(target, settings.requires)).merge(requires or Requires())
+    if bound is not None and bound.schema.declared.get("requires"):
+        try:
+            req = req.merge(Requires.from_dict(bound.schema.declared["requires"]))
+        except ValueError as e:
+            raise InvalidArgument(f"schema declaration: requires: {e}") from None
     req.check_against(spec)
     from .frameworks import adapt, no_strides_reason, resolve
 
@@ -178,7 +202,8 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     fn = adapt(fn, fw, index_output=spec.out_kind == "index")
     if isinstance(dtypes, str):
         dtypes = [d for d in dtypes.split(",") if d.strip()]
-    dts = [canonical_dtype(d) for d in (dtypes or fz.get("dtypes", ["fp32", "fp16", "bf16"]))]
+    default_dtypes = list(bound.schema.dtypes) if bound is not None else fz.get("dtypes", ["fp32", "fp16", "bf16"])
+    dts = [canonical_dtype(d) for d in (dtypes or default_dtypes)]
     dts = [d for d in dict.fromkeys(dts) if d in {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
            and {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[d] in spec.dtypes]
     if req.dtypes:
@@ -203,14 +228,15 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     st = Store(settings.store) if save else None
     result = FuzzResult(target=target, op=op, seed=seed, store=str(settings.store) if save else None,
                         requires=req.to_dict() if req else {}, precondition_policy=policy, case_timeout=case_timeout)
-    check_signature(fn, spec, generate(op, derive_seed(seed, 0), dtype=dts[0], strategy=strategy), target)
+    if bound is None:
+        check_signature(fn, spec, generate(op, derive_seed(seed, 0), dtype=dts[0], strategy=strategy), target)
     if st is not None:
         st.ensure_writable()
 
     workers = int(fz.get("compile_workers", 0) if compile_workers is None else compile_workers)
     ahead = None
     lookahead = None  # on the CPU runtime: a worker for the launch-limit compiles, once they cost the run time
-    if fw == "torch" and workers > 0 and precompile.importable(fn, target):
+    if fw == "torch" and workers > 0 and bound is None and precompile.importable(fn, target):
         if device.startswith("cuda"):
             ahead = precompile.start(target, op=op, seed=seed, dtypes=dts, strategy=strategy, iterations=iterations,
                                      requires=req.to_dict() if req else {}, workers=workers)
@@ -227,6 +253,7 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
     i = 0
     case_index = 0
     unfit = 0
+    outside = 0  # draws in a row the reference could not compute (a reference-defined op)
     flattened = 0
     threads_before = _set_torch_threads(threads)
     try:
@@ -248,6 +275,14 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
                 case = _contiguous_twin(case)
                 flattened += 1
             ev = run(case)
+            if ev.verdict.status == REJECTED and ev.verdict.kind == "reference":  # outside the reference's domain:
+                outside += 1                                                        # no case, draw another
+                if outside > _MAX_UNFIT:
+                    raise InvalidArgument(f"{target}: the reference rejects every case drawn from its schema (last: "
+                                          f"{ev.verdict.message}); declare the dims it needs (--show-schema prints "
+                                          "them, --schema corrects them)")
+                continue
+            outside = 0
             _learn(blocks, spec, ev.launches)
             if lookahead is not None and ahead is None:
                 ahead = lookahead.poll(case_index)
@@ -294,8 +329,11 @@ def fuzz(fn: Callable, *, op: str, iterations: int | None = None, seed: int | No
             if st is not None and result.stored < MAX_STORED and result.store_error is None:
                 try:
                     inputs, _ = materialize(failure.case, "cpu")
+                    extra = {"framework": fw} if fw != "torch" else {}
+                    if bound is not None:
+                        extra["bound"] = bound.record()
                     path = st.save(_record(result, failure, device, oracle.tolerances.get(op, failure.case.dtype, device),
-                                           {"framework": fw} if fw != "torch" else {}), inputs)
+                                           extra), inputs)
                     failure = dataclasses.replace(failure, record=str(path))
                     result.stored += 1
                 except StoreError as e:  # a full disk must not end the run: the verdicts still stand
@@ -482,8 +520,12 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
     st = Store(settings.store)
     text = seed_hex(seed) if isinstance(seed, int) else str(seed)
     rec, tensors = st.fetch(text, target)
-    case = Case.from_dict(rec["case"])
     fn = fn or load(rec["target"])
+    if rec.get("bound"):  # a kernel judged against its reference: the op of the stored schema, registered again
+        from .schema import bind_record
+
+        fn = bind_record(rec, fn).launcher
+    case = Case.from_dict(rec["case"])
     from .frameworks import adapt, resolve
 
     fn = adapt(fn, resolve(fn, framework or rec.get("framework")), index_output=case.spec.out_kind == "index")

@@ -1,10 +1,17 @@
-"""Judging one shadowed output through the one comparison core.
+"""The one judge: an output against its float64 truth, with a bound that says what a correct result may differ by.
 
-An op-bound call is judged by :meth:`Oracle.compare` against the op's fp64 reference. A graph output or
-a metamorphic re-launch has no OpSpec of its own; it is judged by :func:`gpuemu.compare.judge`, the same
-comparison core the Oracle hands its reference and bound to, on the given float64 reference and an error
-scale that says what the bound is relative to, so every verdict, message and detail reads the same
-wherever it came from.
+Three callers, one procedure. An op of the registry is judged by :meth:`Oracle.compare` against the op's fp64
+reference and calibrated bound. A graph output (the hook's torch.compile shadow), a metamorphic re-launch and a
+kernel judged against a user's PyTorch reference (``gpuemu fuzz --reference``) have no calibrated op: they are
+judged by :func:`judge_outputs`, each output against the reference run in float64 (the truth) with a bound
+relative to how far the same reference in the working dtype (the control: what eager code gives) is from it::
+
+    allowed_i = atol + rtol * max(|ref_i|, rms(ref)) + M * (|eager_i - ref_i| + rms(eager - ref))
+
+(rtol, atol: the rule pack's default tolerance for the output's dtype; M = :data:`MULTIPLIER`, torch's accuracy
+minifier's 2, 3 for fp16/bf16), through the same comparison core (:func:`gpuemu.compare.judge`), so every verdict,
+message and detail reads the same wherever it came from. Integer and bool outputs are judged exactly
+(:func:`judge_exact`).
 
 Large outputs are judged on their device (:func:`judge_against`): every element's error against its bound
 is computed there, and the ``SKETCH_K`` elements nearest to or over their bound go through the Oracle (the
@@ -18,9 +25,10 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from ..oracle import FAIL, PASS, SKIP, Oracle, Verdict
-from ..oracle import _unravel  # one index helper for every mismatch report
-from ..tolerance import Tolerance, ToleranceTable
+from .compare import dtype_label  # noqa: F401 (the labels the judge keys tolerances by)
+from .oracle import FAIL, PASS, SKIP, Oracle, Verdict
+from .oracle import _unravel  # one index helper for every mismatch report
+from .tolerance import Tolerance, ToleranceTable
 
 FLOAT_LABELS = ("fp32", "fp16", "bf16")
 SKETCH_MIN = 1 << 16  # outputs with more elements are pre-selected on their device
@@ -38,7 +46,7 @@ def judge_against(output: Any, reference64: Any, *, dtype: str, tolerances: Tole
     """
     import time
 
-    from ..compare import judge
+    from .compare import judge
 
     tol = tol or tolerances.get("default", dtype, device=getattr(output, "device", None))
     if output.numel() > SKETCH_MIN:
@@ -59,7 +67,7 @@ def device_ratio(output: Any, ref64: Any, scale: Any, tol: Tolerance, dtype: str
     """|out - ref| / bound per element, on the output's device (inf where finiteness differs)."""
     import torch
 
-    from ..tolerance import bounds
+    from .tolerance import bounds
 
     out64 = output.detach().to(torch.float64)
     ref64 = ref64.to(out64.device)
@@ -99,7 +107,7 @@ def _pass_ratio(output: Any, ref: Any, scale: Any, tol: Tolerance, dtype: str) -
     """The worst |out - ref| / bound of a passing output (for the error-ratio histogram)."""
     import torch
 
-    from ..tolerance import bounds
+    from .tolerance import bounds
 
     out = output.detach().to("cpu", torch.float64)
     ok = out.isfinite() & ref.isfinite()
@@ -146,8 +154,6 @@ def judge_pair(output: Any, reference: Any, *, tolerances: ToleranceTable, what:
     """Judge ``output`` against ``reference`` of the same dtype: float through the oracle, others exactly."""
     import torch
 
-    from .sampling import dtype_label
-
     label = dtype_label(output.dtype)
     if label not in FLOAT_LABELS:
         return judge_exact(output, reference, what=what)
@@ -190,3 +196,162 @@ def rms_scale(output: Any, ref64: Any) -> Any:
     finite = ref64[ref64.isfinite()]
     rms = float(finite.pow(2).mean().sqrt()) if finite.numel() else 0.0
     return torch.maximum(ref64.abs(), out64.abs().nan_to_num(posinf=0.0)).clamp_min(rms)
+
+
+# ------------------------------------------------------------------------------------ eager-relative judgment
+# (the graph shadow's, and every kernel judged against a user's reference: see judge_outputs)
+MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
+
+
+def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
+    """The per-element scale whose ``rtol`` multiple is the bound of the module docstring."""
+    import torch
+
+    e = eager.detach().to(ref64.device, torch.float64)
+    finite = ref64.isfinite()
+    rms = float(ref64[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 0.0
+    eerr = (e - ref64).abs().nan_to_num(nan=0.0, posinf=0.0)
+    eerr_rms = float(eerr.pow(2).mean().sqrt()) if eerr.numel() else 0.0
+    base = ref64.abs().nan_to_num(posinf=0.0).clamp_min(rms)
+    if rtol <= 0:
+        return base
+    return base + multiplier * (eerr + eerr_rms) / rtol
+
+
+def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], tolerances: Any,
+                  skip: set | None = None) -> tuple[Any, int | None, dict]:
+    """(worst verdict, index of the output it is about, per-output notes) over the floating outputs.
+
+    Every output's error / bound is first computed on its device; the Oracle then judges the outputs that
+    come within PREFILTER of their bound, and the nearest one in any case (a training graph has a hundred
+    saved activations; each Oracle call costs milliseconds, the device pass microseconds).
+    """
+    import torch
+
+    notes: dict = {"eager_max_abs_err": [], "judged": [], "sketched": [], "prefiltered": 0}
+    cands = []  # (device ratio, i, c, ref64, scale, tol, label)
+    shape_fail = None
+    for i, (c, r, e) in enumerate(zip(compiled, ref, eager)):
+        if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor) or not isinstance(e, torch.Tensor):
+            continue
+        label = dtype_label(c.dtype)
+        if label not in MULTIPLIER or (skip and id(r) in skip):
+            continue
+        dev = c.device if c.device.type != "meta" else torch.device("cpu")
+        ref64 = r.detach().to(dev, torch.float64)
+        notes["judged"].append(i)
+        if tuple(ref64.shape) != tuple(c.shape):
+            if shape_fail is None:
+                shape_fail = (Verdict(FAIL, "shape", f"output {i}: compiled shape {list(c.shape)} != eager "
+                                                     f"{list(ref64.shape)}"), i)
+            continue
+        tol = tolerances.get("default", label, device=dev)
+        scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
+        eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
+        notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
+        cands.append((_device_ratio(c, ref64, scale, tol, label), i, c, ref64, scale, tol, label))
+    if shape_fail is not None:
+        return shape_fail[0], shape_fail[1], notes
+    if not cands:
+        return None, None, notes
+    top = max(cands, key=lambda x: x[0])
+    chosen = [x for x in cands if x[0] > PREFILTER or x is top]
+    notes["prefiltered"] = len(cands) - len(chosen)
+    worst = None
+    worst_i = None
+    for _, i, c, ref64, scale, tol, label in chosen:
+        doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
+               "eager's own error against fp64")
+        if c.numel() > SKETCH_MIN:
+            notes["sketched"].append(i)
+        v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,
+                          scale_doc=doc)
+        better = worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))) \
+            or (v.status == PASS and worst.status == PASS and (v.worst_ratio or 0) > (worst.worst_ratio or 0))
+        if better:
+            worst, worst_i = v, i
+    return worst, worst_i, notes
+
+
+PREFILTER = 0.25  # outputs whose device-side error / bound stays below this pass without an Oracle call
+
+
+def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float:
+    """max |out - ref| / bound over the output, on its device (inf where finiteness differs)."""
+    if c.numel() == 0:
+        return 0.0
+    return float(device_ratio(c, ref64, scale, tol, label).max())
+
+
+class _Widened:
+    """A tolerance table whose fp32 entries are in units of TF32's rounding (a kernel whose fp32 dots ran in TF32,
+    the sm_80+ default: see :func:`gpuemu.oracle.tf32_tolerance`)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def get(self, op: str, dtype: str, device: Any = None) -> Tolerance:
+        from .oracle import tf32_tolerance
+
+        tol = self.table.get(op, dtype, device=device)
+        return tf32_tolerance(tol) if dtype == "fp32" else tol
+
+
+def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, *, tf32: bool = False) -> Verdict:
+    """A kernel's outputs against its PyTorch reference: ``truth`` (the reference run in float64) and ``control``
+    (the same reference in the working dtype), one list entry per output tensor, in order.
+
+    Floating outputs are judged by :func:`judge_outputs` (the bound relative to the control's own error); integer
+    and bool ones exactly against the truth. Elements where the control itself is not finite while the truth is
+    (the reference overflows in the working dtype) tell nothing about the kernel and are not judged; a case with
+    nothing left to judge is REJECTED as undetermined. ``tf32``: fp32 dots ran in TF32 (bounds in TF32 units)."""
+    import torch
+
+    from .compare import REJECTED
+
+    if len(outputs) != len(truth):
+        return Verdict(FAIL, "outputs", f"the kernel returned {len(outputs)} tensor{'s' if len(outputs) != 1 else ''}, "
+                                        f"the reference {len(truth)}")
+    floats_k, floats_t, floats_c, where = [], [], [], []
+    unjudged = total = 0
+    for i, (o, t, c) in enumerate(zip(outputs, truth, control)):
+        if not isinstance(o, torch.Tensor):
+            return Verdict(FAIL, "type", f"output {i}: the kernel returned {type(o).__name__}, not a tensor")
+        if not t.is_floating_point():
+            if o.is_floating_point() or o.dtype == torch.bool and t.dtype != torch.bool:
+                return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {t.dtype}")
+            v = judge_exact(o.to(t.dtype) if o.dtype != t.dtype else o, t, what=f"output {i}")
+            if v.status != PASS:
+                return v
+            continue
+        if not o.is_floating_point():
+            return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {c.dtype}")
+        if o.element_size() < c.element_size() and dtype_label(o.dtype) in FLOAT_LABELS:
+            return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype} is less precise than the reference's "
+                                          f"{c.dtype}")
+        if tuple(o.shape) == tuple(t.shape) == tuple(c.shape):
+            t64 = t.detach().to(torch.float64)
+            lost = c.detach().to(t64.device).isfinite().logical_not() & t64.isfinite()
+            n = int(lost.sum())
+            if n:  # the reference overflows there in the working dtype: not judged
+                unjudged += n
+                o = torch.where(lost.to(o.device), t64.to(o.device, o.dtype), o)
+                c = torch.where(lost, t64.to(c.dtype), c)
+            total += o.numel()
+        floats_k.append(o)
+        floats_t.append(t)
+        floats_c.append(c)
+        where.append(i)
+    if floats_k and total and unjudged == total:
+        return Verdict(REJECTED, "undetermined", "the reference itself overflows in this dtype at every output "
+                                                 "element: nothing to judge here")
+    worst, at, _ = judge_outputs(floats_k, floats_t, floats_c, _Widened(tolerances) if tf32 else tolerances)
+    if worst is None:
+        return Verdict(PASS)
+    if at is not None and worst.status != PASS and len(outputs) > 1:
+        worst = dataclasses.replace(worst, message=f"output {where[at]}: {worst.message}")
+    if unjudged:
+        worst = dataclasses.replace(worst, detail=(worst.detail + "\n" if worst.detail else "") +
+                                    f"{unjudged} element(s) not judged: the reference overflows there in the working "
+                                    "dtype")
+    return worst

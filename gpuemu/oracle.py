@@ -43,12 +43,14 @@ def to_reference_inputs(spec: ops.OpSpec, inputs: Mapping[str, Any]) -> dict[str
     out = {}
     for a in spec.args:
         t = inputs.get(a.name)
-        if t is None:
-            out[a.name] = None
-        elif a.kind == "index":
+        if t is None or not isinstance(t, torch.Tensor):
+            out[a.name] = t  # (None, or a reference-defined op's scalar)
+        elif a.kind == "index" and spec.schema is None:
             out[a.name] = t.detach().to("cpu", torch.int64)
-        else:
+        elif a.kind == "float":
             out[a.name] = t.detach().to("cpu", torch.float64)
+        else:  # a reference-defined op's ids, offsets, quantized ints, bools and fp8 stay as the kernel gets them
+            out[a.name] = t.detach().to("cpu")
     return out
 
 
@@ -176,6 +178,48 @@ class Oracle:
         mp_s = verdict.seconds.get("mpmath", 0.0)
         secs = dict(verdict.seconds, reference=t1 - t0, compare=t2 - t1 - mp_s, mpmath=mp_s)
         return _with(verdict, seconds=secs)
+
+    def _truth(self, spec: ops.OpSpec, inputs: Mapping[str, Any]) -> Any:
+        """The reference's float64 outputs on ``inputs``, or a REJECTED verdict where it cannot compute them."""
+        from .compare import REJECTED
+        from .errors import one_line
+
+        inputs64 = to_reference_inputs(spec, inputs)
+        try:
+            return spec.reference(*[inputs64[a.name] for a in spec.args])
+        except Exception as e:  # noqa: BLE001 - the reference's own domain
+            return Verdict(REJECTED, "reference", f"the reference cannot compute this case in float64: {one_line(e)}")
+
+    def compare_reference(self, spec: ops.OpSpec, inputs: Mapping[str, Any], output: Any, *,
+                          tf32: bool = False, truth: Any = None) -> Verdict:
+        """Judge the output(s) of a kernel bound to a user's PyTorch reference (``spec.schema``): the reference in
+        float64 is the truth, the same reference in the working dtype the control (:func:`gpuemu.judge.
+        judge_reference`). A case the reference itself cannot compute is REJECTED (not the kernel's failure)."""
+        import torch
+
+        from .errors import one_line
+        from .judge import judge_reference
+
+        t0 = time.perf_counter()
+        args = [inputs.get(a.name) for a in spec.args]
+        if truth is None:
+            truth = self._truth(spec, inputs)
+            if isinstance(truth, Verdict):
+                return truth
+        note = ""
+        try:
+            control = spec.eager(*args)
+        except Exception as e:  # noqa: BLE001 - e.g. an op with no fp16 kernel on this device
+            control = [t.to(o.dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() and t.is_floating_point()
+                       else t for t, o in zip(truth, _tensors(output) or truth)]
+            note = f"the reference does not run in this dtype ({one_line(e)}): bound from rounding the truth"
+        t1 = time.perf_counter()
+        v = judge_reference(_tensors(output), [t.detach().cpu() for t in truth],
+                            [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances,
+                            tf32=tf32)
+        if note:
+            v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
+        return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))
 
     def _judge(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol) -> Verdict:
         import torch
@@ -334,10 +378,17 @@ class Oracle:
         if inputs is None:
             inputs, kwargs = materialize(case, device)
         else:
-            inputs, kwargs = dict(inputs), call_kwargs(case)
-        before = {k: _storage_bytes(v) for k, v in inputs.items() if v is not None}
+            from .cases import scalar_args
+
+            inputs, kwargs = dict(scalar_args(case), **inputs), call_kwargs(case)
+        before = {k: _storage_bytes(v) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
         args = [inputs[a.name] for a in spec.args]
         t_gen = time.perf_counter() - t0
+        truth = None
+        if spec.schema is not None:  # a case the user's reference cannot compute is no case: the kernel is not run
+            truth = self._truth(spec, inputs)
+            if isinstance(truth, Verdict):
+                return Evaluation(_with(truth, seconds={"generate": t_gen}), [])
         run1 = run_launcher(launcher, args, kwargs, device=device)
         secs = {"generate": t_gen, "kernel": run1.seconds}
 
@@ -353,30 +404,39 @@ class Oracle:
 
             kind = "refusal" if is_refusal(run1.error) else "exception"
             return done(Verdict(ERROR, kind, f"launcher raised {run1.error_text}"))
-        mutated = [k for k, v in inputs.items() if v is not None and not torch.equal(_storage_view(v), before[k])]
+        mutated = [k for k, v in inputs.items() if k in before and not torch.equal(_storage_view(v), before[k])]
         if mutated:
             return done(Verdict(FAIL, "mutation", f"the launcher modified its input{'s' if len(mutated) > 1 else ''} "
                                                   f"{', '.join(repr(m) for m in mutated)} (inputs must stay unchanged)"))
         out1 = run1.output
-        if isinstance(out1, torch.Tensor):
-            aliased = [k for k, v in inputs.items() if v is not None and _overlaps(out1, v)]
+        outs1 = _tensors(out1) if spec.schema is not None else [out1] if isinstance(out1, torch.Tensor) else []
+        for o in outs1:
+            aliased = [k for k in before if _overlaps(o, inputs[k])]
             if aliased:
                 return done(Verdict(FAIL, "alias", f"the output aliases input {aliased[0]!r}: it shares its memory"))
-        if check_determinism and isinstance(out1, torch.Tensor):
-            first_bits = _bits(out1).clone()
+        if check_determinism and outs1:
+            first_bits = [_bits(o).clone() for o in outs1]
             run2 = run_launcher(launcher, args, kwargs, device=device)
             secs["kernel"] += run2.seconds
             if run2.error is not None:
                 return done(Verdict(ERROR, "exception", f"second call on the same inputs raised {run2.error_text}"))
-            out2 = run2.output
-            if isinstance(out2, torch.Tensor):
-                if out2.untyped_storage().data_ptr() == out1.untyped_storage().data_ptr():
+            outs2 = _tensors(run2.output) if spec.schema is not None else \
+                [run2.output] if isinstance(run2.output, torch.Tensor) else []
+            for o1, o2, bits in zip(outs1, outs2, first_bits):
+                if o2.untyped_storage().data_ptr() == o1.untyped_storage().data_ptr() and o1.numel():
                     return done(Verdict(FAIL, "alias", "the launcher returned the same buffer on two calls "
                                                        "(a cached output): the second call overwrote the first's result"))
-                if out2.shape == out1.shape and out2.dtype == out1.dtype and not torch.equal(_bits(out2), first_bits):
-                    diff = int((_bits(out2) != first_bits).sum())
+                if o2.shape == o1.shape and o2.dtype == o1.dtype and not torch.equal(_bits(o2), bits):
+                    diff = int((_bits(o2) != bits).sum())
                     return done(Verdict(FAIL, "nondeterministic", f"two calls on the same inputs differ at {diff} "
                                                                   f"element{'s' if diff != 1 else ''} (non-deterministic)"))
+        if spec.schema is not None:  # judged against the user's reference (gpuemu.judge.judge_reference)
+            precision = dot_precision(run1.launches)
+            tf32 = bool(precision and "tf32" in precision and case.dtype == "fp32")
+            v = self.compare_reference(spec, inputs, out1, tf32=tf32, truth=truth)
+            if precision:
+                v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}")
+            return done(v)
         tol = tol or self.tolerances.get(spec.name, case.dtype, device=device)
         from .device_arith import case_tolerance
 
@@ -398,6 +458,12 @@ class Oracle:
             said = f" (read from the {', '.join(sorted(source))}; judged as on the CPU runtime)" if source else ""
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}{said}")
         return done(v)
+
+
+def _tensors(out: Any) -> list:
+    from .schema.infer import flatten_outputs
+
+    return flatten_outputs(out)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,8 @@ def encode_tensors(tensors: Mapping[str, Any]) -> bytes:
         if t is None:
             meta[f"{name}.none"] = "1"
             continue
+        if not isinstance(t, torch.Tensor):  # a scalar argument: the case holds it (gpuemu.cases.scalar_args)
+            continue
         t = t.detach().cpu()
         st = t.untyped_storage()
         flat = torch.empty(0, dtype=t.dtype).set_(st, 0, (st.nbytes() // t.element_size(),), (1,))
@@ -161,13 +163,43 @@ def validate_record(rec: Any, where: str | os.PathLike = "record") -> dict:
         if e.validator == "const" and field == "schema_version":
             raise bad(field, f"is {e.instance!r}; this gpuemu reads records of schema_version {SCHEMA_VERSION}")
         raise bad(field, f"{e.instance!r} is invalid ({e.message})" if len(repr(e.instance)) < 80 else e.message[:160])
-    if "hook" not in rec:
+    if "hook" not in rec and rec.get("bound"):  # a kernel judged against its reference: the stored schema says
+        _check_bound(rec, bad)                  # what a case of it is (the reference is imported on replay only)
+    elif "hook" not in rec:
         _check_case(rec["case"], "case", bad)
         if rec.get("original_case") is not None:
             _check_case(rec["original_case"], "original_case", bad)
         if rec["op"] != rec["case"]["op"]:
             raise bad("op", f"{rec['op']!r} differs from case.op {rec['case']['op']!r}")
     return rec
+
+
+def _check_bound(rec: dict, bad) -> None:
+    from .errors import InvalidArgument
+    from .schema.model import Schema
+
+    bound = rec["bound"]
+    if not isinstance(bound, dict) or not isinstance(bound.get("schema"), dict):
+        raise bad("bound.schema", "is missing")
+    try:
+        sch = Schema.from_dict(bound["schema"])
+    except InvalidArgument as e:
+        raise bad("bound.schema", str(e)) from None
+    for name in ("case", "original_case"):
+        case = rec.get(name)
+        if case is None:
+            continue
+        if case["op"] != rec["op"]:
+            raise bad(f"{name}.op", f"{case['op']!r} differs from op {rec['op']!r}")
+        if set(case["dims"]) != set(sch.dims):
+            raise bad(f"{name}.dims", f"has {sorted(case['dims'])}, the schema has dims {sorted(sch.dims)}")
+        for d, v in case["dims"].items():
+            dim = sch.dims[d]
+            if not 1 <= int(v) <= 1 << 31 or int(v) % dim.multiple_of:
+                raise bad(f"{name}.dims.{d}", f"{v} is not a size of {d} (a multiple of {dim.multiple_of})")
+        names = {a.name for a in sch.args}
+        if set(case["layouts"]) - names:
+            raise bad(f"{name}.layouts", f"names {sorted(set(case['layouts']) - names)}, not arguments of the call")
 
 
 def _check_case(case: dict, name: str, bad) -> None:

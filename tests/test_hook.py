@@ -257,7 +257,7 @@ def test_the_allowance_is_shared_fairly_between_sources():
 
 
 def test_a_large_output_is_judged_on_its_device_by_its_worst_elements():
-    from gpuemu.hook.judge import SKETCH_K, SKETCH_MIN, judge_pair, rms_scale
+    from gpuemu.judge import SKETCH_K, SKETCH_MIN, judge_pair, rms_scale
 
     tols = resolve_settings(mode="shadow").tolerances
     g = torch.Generator().manual_seed(0)

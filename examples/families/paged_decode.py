@@ -29,6 +29,11 @@ import triton
 import triton.language as tl
 
 
+# what the example call cannot show gpuemu: a sequence fits its pages (dims as `--show-schema` names them:
+# block_table.1 = max_pages, k_cache.1 = page_size)
+GPUEMU_SCHEMA = {"args": {"seq_lens": {"kind": "int", "range": [1, "block_table.1*k_cache.1"]}}}
+
+
 def reference(q, k_cache, v_cache, block_table, seq_lens):
     B, Hq, D = q.shape
     page_size, Hkv = k_cache.shape[1], k_cache.shape[2]

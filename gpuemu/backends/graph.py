@@ -10,7 +10,7 @@ reference): the compiled result may be as far from fp64 as eager's own result is
 with (rtol, atol) the rule pack's default tolerance for the output's dtype. The eager terms make the
 bound follow the graph's own conditioning (a cancelling sum is allowed what eager needed); the rms
 terms keep one lucky eager element from making the bound too tight. Verdicts come from the one Oracle
-(:func:`gpuemu.hook.judge.judge_against`), so they read like every other failure.
+(:func:`gpuemu.judge.judge_against`), so they read like every other failure.
 
 Graphs that draw random numbers (dropout, rand*) are not checked: an eager re-run draws other numbers.
 Only floating outputs are judged; integer and bool outputs are left alone.
@@ -22,7 +22,7 @@ graph already holds autocast's casts) on the call's own inputs — for a backwar
 tensors and the incoming gradients. With any other inner backend, Dynamo's graph is
 (:class:`ShadowedGraph`, forward only). Large outputs are judged on their device: every element's
 error against its bound is computed there, and the ``SKETCH_K`` elements nearest to or over their bound
-go through the Oracle (the count over the bound is of all elements; :func:`gpuemu.hook.judge.judge_against`),
+go through the Oracle (the count over the bound is of all elements; :func:`gpuemu.judge.judge_against`),
 so a check moves kilobytes, not the activations, to the CPU.
 
 Between samples a graph runs no gpuemu code: an Inductor graph's ``current_callable`` is Inductor's own
@@ -37,9 +37,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from ..judge import MULTIPLIER, graph_scale, judge_outputs  # noqa: F401 (the one judge; re-exported)
+
 CUDAGRAPH_NOTE = "inductor kernels replayed by a CUDA graph: checked as part of their graph, not one by one"
 
-MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
 _RANDOM_WORDS = ("dropout", "rand", "bernoulli", "normal_", "uniform", "multinomial", "poisson", "exponential_",
                  "geometric_", "cauchy_", "log_normal_", "rrelu", "randperm")
 
@@ -76,93 +77,6 @@ def flat_outputs(out: Any) -> list[Any]:
             flat.extend(flat_outputs(o))
         return flat
     return [out]
-
-
-def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
-    """The per-element scale whose ``rtol`` multiple is the bound of the module docstring."""
-    import torch
-
-    e = eager.detach().to(ref64.device, torch.float64)
-    finite = ref64.isfinite()
-    rms = float(ref64[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 0.0
-    eerr = (e - ref64).abs().nan_to_num(nan=0.0, posinf=0.0)
-    eerr_rms = float(eerr.pow(2).mean().sqrt()) if eerr.numel() else 0.0
-    base = ref64.abs().nan_to_num(posinf=0.0).clamp_min(rms)
-    if rtol <= 0:
-        return base
-    return base + multiplier * (eerr + eerr_rms) / rtol
-
-
-def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], tolerances: Any,
-                  skip: set | None = None) -> tuple[Any, int | None, dict]:
-    """(worst verdict, index of the output it is about, per-output notes) over the floating outputs.
-
-    Every output's error / bound is first computed on its device; the Oracle then judges the outputs that
-    come within PREFILTER of their bound, and the nearest one in any case (a training graph has a hundred
-    saved activations; each Oracle call costs milliseconds, the device pass microseconds).
-    """
-    import torch
-
-    from ..oracle import FAIL, PASS, Verdict
-    from ..hook.sampling import dtype_label
-
-    from ..hook.judge import SKETCH_MIN, judge_against
-
-    notes: dict = {"eager_max_abs_err": [], "judged": [], "sketched": [], "prefiltered": 0}
-    cands = []  # (device ratio, i, c, ref64, scale, tol, label)
-    shape_fail = None
-    for i, (c, r, e) in enumerate(zip(compiled, ref, eager)):
-        if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor) or not isinstance(e, torch.Tensor):
-            continue
-        label = dtype_label(c.dtype)
-        if label not in MULTIPLIER or (skip and id(r) in skip):
-            continue
-        dev = c.device if c.device.type != "meta" else torch.device("cpu")
-        ref64 = r.detach().to(dev, torch.float64)
-        notes["judged"].append(i)
-        if tuple(ref64.shape) != tuple(c.shape):
-            if shape_fail is None:
-                shape_fail = (Verdict(FAIL, "shape", f"output {i}: compiled shape {list(c.shape)} != eager "
-                                                     f"{list(ref64.shape)}"), i)
-            continue
-        tol = tolerances.get("default", label, device=dev)
-        scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
-        eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
-        notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
-        cands.append((_device_ratio(c, ref64, scale, tol, label), i, c, ref64, scale, tol, label))
-    if shape_fail is not None:
-        return shape_fail[0], shape_fail[1], notes
-    if not cands:
-        return None, None, notes
-    top = max(cands, key=lambda x: x[0])
-    chosen = [x for x in cands if x[0] > PREFILTER or x is top]
-    notes["prefiltered"] = len(cands) - len(chosen)
-    worst = None
-    worst_i = None
-    for _, i, c, ref64, scale, tol, label in chosen:
-        doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
-               "eager's own error against fp64")
-        if c.numel() > SKETCH_MIN:
-            notes["sketched"].append(i)
-        v = judge_against(c, ref64, dtype=label, tolerances=tolerances, what="graph", scale64=scale, tol=tol,
-                          scale_doc=doc)
-        better = worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))) \
-            or (v.status == PASS and worst.status == PASS and (v.worst_ratio or 0) > (worst.worst_ratio or 0))
-        if better:
-            worst, worst_i = v, i
-    return worst, worst_i, notes
-
-
-PREFILTER = 0.25  # outputs whose device-side error / bound stays below this pass without an Oracle call
-
-
-def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float:
-    """max |out - ref| / bound over the output, on its device (inf where finiteness differs)."""
-    from ..hook.judge import device_ratio
-
-    if c.numel() == 0:
-        return 0.0
-    return float(device_ratio(c, ref64, scale, tol, label).max())
 
 
 # ---------------------------------------------------------------------------------------------- arming
@@ -462,7 +376,7 @@ def _graph_capture(rt: Any, args: Any, random: list) -> tuple[str, Any]:
     import torch
 
     from ..hook.capture import capture, storage_bytes
-    from ..hook.sampling import dtype_label
+    from ..compare import dtype_label
 
     first_float = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
     dtype = dtype_label(first_float.dtype if first_float is not None else None)

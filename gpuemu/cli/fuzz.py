@@ -1,4 +1,5 @@
-"""``gpuemu fuzz TARGET --op OP``: fuzz a launcher against the op's fp64 oracle."""
+"""``gpuemu fuzz TARGET --op OP``: fuzz a launcher against the op's fp64 oracle; ``gpuemu fuzz TARGET --reference
+REF [--inputs FN]``: against its PyTorch reference, with a schema inferred from the example call (gpuemu.schema)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,21 @@ from ._common import check_writable, err, prepare_device, write_json
 
 def register(sub) -> None:
     p = sub.add_parser("fuzz", help="fuzz a kernel launcher against the fp64 oracle",
-                       description="Fuzz TARGET (path/to/file.py:func or pkg.module:func) as an implementation of OP.")
-    p.add_argument("target", metavar="TARGET", help="path/to/file.py:function or package.module:function")
-    p.add_argument("--op", required=True, help="the op the launcher implements ('gpuemu ops' lists them)")
+                       description="Fuzz TARGET (path/to/file.py:func or pkg.module:func) as an implementation of OP, "
+                                   "or against its PyTorch reference (--reference, with --inputs the example call).")
+    p.add_argument("target", metavar="TARGET", help="path/to/file.py:function or package.module:function (a "
+                                                   "KernelBench ModelNew class with --reference problem.py:Model)")
+    p.add_argument("--op", default=None, help="the op the launcher implements ('gpuemu ops' lists them)")
+    p.add_argument("--reference", metavar="REF", default=None,
+                   help="the kernel's PyTorch reference, FILE.py:FUNC (or a KernelBench problem's FILE.py:Model): "
+                        "judged in fp64, fuzzed on a schema inferred from the example call")
+    p.add_argument("--inputs", metavar="FN", default=None,
+                   help="FILE.py:FUNC returning one example call's arguments (a list; a dict: keyword arguments), "
+                        "or several calls (a list of such, from a function named get_examples); default: the "
+                        "reference file's get_examples or get_inputs")
+    p.add_argument("--schema", metavar="FILE", default=None,
+                   help="a YAML/JSON declaration correcting the inferred schema (dims, args, dtypes, requires)")
+    p.add_argument("--show-schema", action="store_true", help="print the schema inferred for --reference and exit")
     p.add_argument("--iterations", "-n", type=int, default=None, help="cases to run (rule pack default: 100)")
     p.add_argument("--seed", type=_seed, default=None, help="run seed, decimal or 0x-hex (default: random)")
     p.add_argument("--dtype", default=None, help="comma-separated dtypes: fp32,fp16,bf16 (default: all the op supports)")
@@ -132,20 +145,44 @@ def run(args) -> int:
 
     from ..preconditions import parse_cli
 
-    spec = get(args.op)  # unknown op: one line before anything heavy happens
+    from ..errors import InvalidArgument
+
+    if (args.op is None) == (args.reference is None):
+        raise InvalidArgument("give --op OP (an op of the registry: 'gpuemu ops' lists them) or --reference "
+                              "FILE.py:FUNC (the kernel's PyTorch reference), one of the two")
+    for flag in ("inputs", "schema", "show_schema"):
+        if getattr(args, flag) and args.reference is None:
+            raise InvalidArgument(f"--{flag.replace('_', '-')} goes with --reference")
+    spec = get(args.op) if args.op else None  # unknown op: one line before anything heavy happens
     _check_flags(args)
     requires = parse_cli(args.requires)
-    requires.check_against(spec)
+    if spec is not None:
+        requires.check_against(spec)
     device = prepare_device(args.device)
     fn = load(args.target)
     from ..frameworks import resolve
 
     framework = resolve(fn, args.framework)  # a missing jax/tensorflow or an ambiguous module: one line here
-    from ..cases import canonical_dtype, generate
-    from ..fuzzer import check_signature
+    bound = None
+    if spec is None:
+        from ..schema import bind
 
-    # a launcher that cannot take the op's arguments: one line before anything runs
-    check_signature(fn, spec, generate(spec.name, 0, dtype=canonical_dtype(spec.dtypes[0])), args.target)
+        bound = bind(fn, reference=args.reference, inputs=args.inputs, schema=args.schema)
+        spec = get(bound.op)
+        requires.check_against(spec)
+        text = bound.schema.describe()
+        if args.show_schema:
+            print(f"schema of {args.target} against {args.reference}:\n{text}")
+            return 0
+        err(f"schema (inferred from the example call of {bound.inputs or 'the inputs function'}"
+            f"{'' if not bound.schema.declared else ', with the declaration'}; correct it with --schema FILE):\n"
+            + "\n".join("  " + ln for ln in text.splitlines()))
+    else:
+        from ..cases import canonical_dtype, generate
+        from ..fuzzer import check_signature
+
+        # a launcher that cannot take the op's arguments: one line before anything runs
+        check_signature(fn, spec, generate(spec.name, 0, dtype=canonical_dtype(spec.dtypes[0])), args.target)
     iterations = args.iterations
     if iterations is not None and iterations < 1:
         from ..errors import InvalidArgument
@@ -159,8 +196,9 @@ def run(args) -> int:
 
     Store(settings.store).ensure_writable()
     # the header comes with the first case, so that a usage error found inside fuzz() stays one line
-    progress = _Progress(total, f"fuzzing {spec.name}",
-                         header=f"gpuemu fuzz {args.target} --op {spec.name} · {total} cases · device {device}"
+    against = f"--op {spec.name}" if bound is None else f"--reference {args.reference}"
+    progress = _Progress(total, f"fuzzing {args.target if bound else spec.name}",
+                         header=f"gpuemu fuzz {args.target} {against} · {total} cases · device {device}"
                          + (f" · {framework} launcher" if framework != "torch" else
                             " (Triton interpreter with gpuemu's runtime)" if device == "cpu" else ""))
     from ..fuzzer import FuzzInterrupted
@@ -172,7 +210,8 @@ def run(args) -> int:
     gpu_targets = parse_targets(args.gpu_targets if args.gpu_targets is not None else settings.fuzz.get("targets"))
     try:
         with predicting(gpu_targets):
-            result = fuzz(fn, op=spec.name, iterations=iterations, seed=args.seed, dtypes=args.dtype,
+            result = fuzz(fn, op=spec.name if bound is None else None, reference=bound,
+                          iterations=iterations, seed=args.seed, dtypes=args.dtype,
                           strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
                           preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,

@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, is_tensor, same_bits, storage_bytes
-from .judge import compare_op
+from ..judge import compare_op
 from .pipeline import run_check
 from .sampling import busy, dtype_label
 

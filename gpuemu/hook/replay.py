@@ -183,7 +183,7 @@ def _untrusted(what: str, record) -> str:
 
 def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
     from .. import ops
-    from .judge import compare_op
+    from ..judge import compare_op
 
     b = record["hook"]["binding"]
     spec = ops.get(b["op"])
@@ -203,7 +203,7 @@ def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
 
 
 def _replay_metamorphic(record, tensors, device, tolerances, trust=True):
-    from .judge import judge_pair, rms_scale
+    from ..judge import judge_pair, rms_scale
 
     h = record["hook"]
     out = h["output"]
@@ -226,7 +226,7 @@ def _replay_metamorphic(record, tensors, device, tolerances, trust=True):
 def _replay_launcher(record, tensors, device, tolerances, trust=True):
     from .. import ops
     from .capture import capture, same_bits
-    from .judge import compare_op
+    from ..judge import compare_op
 
     spec = ops.get(record["op"])
     dtype = record["case"]["dtype"]
@@ -259,7 +259,7 @@ def _replay_launcher(record, tensors, device, tolerances, trust=True):
 
 
 def _replay_inductor(record, tensors, tolerances):
-    from .judge import judge_pair, rms_scale
+    from ..judge import judge_pair, rms_scale
 
     recorded = judge_pair(_need(tensors, "real"), _need(tensors, "alt"), tolerances=tolerances, what="inductor",
                           scale=rms_scale)

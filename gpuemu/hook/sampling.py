@@ -28,6 +28,8 @@ use these rules: they need the budget itself.
 
 from __future__ import annotations
 
+from ..compare import dtype_label  # noqa: F401 (re-exported: the hook's modules read it here)
+
 import math
 import random
 import threading
@@ -164,19 +166,6 @@ class Sampler:
             return False, key, (BUDGET if new or force else None)
         site.seen.add(key)
         return True, key, None
-
-
-_DTYPE_LABELS = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
-                 "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
-                 "torch.uint8": "uint8", "torch.bool": "bool"}
-
-
-def dtype_label(dtype: Any) -> str:
-    """'fp32' for torch.float32 (the names of shared/OPS.md); str(dtype) without 'torch.' otherwise."""
-    if dtype is None:
-        return "none"
-    s = str(dtype)
-    return _DTYPE_LABELS.get(s, s.replace("torch.", ""))
 
 
 def shape_bucket(shape: Any) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, clone_group, is_tensor, same_bits, storage_bytes
-from .judge import compare_op, judge_pair, rms_scale
+from ..judge import compare_op, judge_pair, rms_scale
 from .pipeline import run_check
 from .runtime import Check, Runtime
 from .sampling import busy, dtype_label

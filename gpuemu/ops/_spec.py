@@ -9,12 +9,24 @@ ROLES = ("batch", "tiled", "reduced", "contracted", "head", "index")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 
+ARG_KINDS = ("float", "index", "offsets", "int", "bool", "fp8", "const", "dim")
+
+
 @dataclass(frozen=True)
 class ArgSpec:
     """One launcher argument.
 
-    ``shape`` lists dim names; ``"..."`` stands for the leading batch dims and ``"D/2"`` for half a dim.
-    ``kind`` is ``float`` (in the dtype under test), ``index`` (int64 in ``[0, index_of)``).
+    ``shape`` lists dim names; ``"..."`` stands for the leading batch dims, ``"D/2"`` for half a dim, ``"2*D"`` for twice one, ``"E+1"``
+    for a dim plus one and digits for a fixed size (a broadcast axis of 1).
+    ``kind``: ``float`` (in the dtype under test, or in ``dtype`` where one is fixed), ``index`` (``dtype``, int64 by
+    default, in ``[0, index_of)``; ``sorted``: non-decreasing), ``offsets`` (monotone from 0 to ``index_of``: the
+    bounds of consecutive groups, e.g. tokens per expert), ``int`` (``dtype`` in ``[lo, hi]``: quantized values),
+    ``bool`` (True with probability ``density``), ``fp8`` (``dtype`` float8, values of the case's distribution
+    scaled by ``hi``, saturated), ``const`` (``value`` as given: a scalar, a flag) and ``dim`` (the int size of
+    ``index_of``: a launcher or module parameter that names a size).
+    ``values``: a fixed distribution for parameter-like args ("normal", "unit"); ``"range"`` draws uniformly in
+    ``[lo, hi]`` (a positive scale), ``"mask"`` draws 0 or -inf (an additive mask, 0 with probability ``density``).
+    ``keyword``: passed by name.
     """
 
     name: str
@@ -22,18 +34,35 @@ class ArgSpec:
     kind: str = "float"
     index_of: str | None = None
     optional: bool = False  # may be passed as None (linear's bias)
-    values: str | None = None  # a fixed distribution for parameter-like args ("normal", "unit")
+    values: str | None = None  # a fixed distribution for parameter-like args ("normal", "unit", "range", "mask")
+    dtype: str | None = None  # a fixed torch dtype name ("float32", "int32", "float8_e4m3fn"); None: the case's
+    lo: float | None = None
+    hi: float | None = None
+    value: Any = None  # a const argument's value
+    density: float | None = None
+    keyword: bool = False
+    sorted: bool = False
 
     def resolve(self, dims: Mapping[str, int], batch: tuple[int, ...]) -> tuple[int, ...]:
         out: list[int] = []
         for d in self.shape:
             if d == "...":
                 out.extend(batch)
+            elif d.isdigit():
+                out.append(int(d))
             elif d.endswith("/2"):
                 out.append(dims[d[:-2]] // 2)
+            elif d.startswith("2*"):
+                out.append(2 * dims[d[2:]])
+            elif d.endswith("+1"):
+                out.append(dims[d[:-2]] + 1)
             else:
                 out.append(dims[d])
         return tuple(out)
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind not in ("const", "dim")
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,12 @@ class OpSpec:
     block_aliases: Mapping[str, str] = field(default_factory=dict)  # constexpr suffix -> dim (BLOCK_M -> Nq)
     online_softmax_dim: str | None = None  # the dim an online softmax streams over in blocks (attention's Nk)
     even_dims: tuple[str, ...] = ()  # dims drawn even only (rope's head dim D: two halves)
+    multiples: Mapping[str, int] = field(default_factory=dict)  # dim -> drawn (and shrunk) a multiple of this
+    # an op defined by a user's PyTorch reference (gpuemu.schema): its Schema; None for the registry's ops. Such an
+    # op is judged by gpuemu.judge (fp64 truth, the reference in the working dtype as the control, the eager-relative
+    # bound) instead of ``error_scale``; ``reference`` takes its arguments positionally in ``args`` order.
+    schema: Any = None
+    max_elements: int | None = None  # the cases' input elements, summed, stay under this (the largest dims halved)
 
     def rounded_magnitude(self, inputs64: Mapping[str, Any], kwargs: Mapping[str, Any], ref: Any,
                           dtype: str | None = None) -> Any:
@@ -114,6 +149,9 @@ class OpSpec:
                 return f"missing dim {d}"
             if dims[d] < 1:
                 return f"dim {d}={dims[d]} must be >= 1"
+            m = self.multiples.get(d, 1)
+            if m > 1 and dims[d] % m:
+                return f"dim {d}={dims[d]} must be a multiple of {m}"
         return self.constraints(dims, kwargs) if self.constraints else None
 
     def float_args(self) -> list[ArgSpec]:
