@@ -29,6 +29,7 @@ PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 # a case that fails only because an input broke a precondition nobody declared (non-contiguous, say), and a
 # launcher that refuses such an input with a clear exception: see gpuemu.preconditions
 PRECONDITION, REJECTED = "precondition", "rejected"
+LIMIT = "limit"  # a launch the target GPU refuses (shared memory, registers, grid): loud, not a wrong answer
 
 
 @dataclass(frozen=True)
@@ -309,4 +310,4 @@ def dtype_label(dtype) -> str:
 
 
 __all__ = ["dtype_label", "Verdict", "compare", "compare_index", "check_form", "judge", "elementwise_error", "bound_line",
-           "mismatch_detail", "mismatch_message", "PASS", "FAIL", "ERROR", "SKIP", "PRECONDITION", "REJECTED"]
+           "mismatch_detail", "mismatch_message", "PASS", "FAIL", "ERROR", "SKIP", "PRECONDITION", "REJECTED", "LIMIT"]

@@ -24,7 +24,7 @@ from .explain import learn as _learn
 from .results import Failure, FuzzInterrupted, FuzzResult  # noqa: F401 (re-exported: gpuemu.Failure, ...)
 from .shrink import ShrinkStats, shrink  # noqa: F401 (re-exported)
 from .shrink import candidates as _shrink_candidates, same_failure as _same_failure  # noqa: F401
-from .oracle import ERROR, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
+from .oracle import ERROR, FAIL, LIMIT, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
 from .preconditions import Requires, declared, from_project
 from .rng import MASK64, derive_seed
 from .runners import bf16_unfaithful, default_device, interpreting, precompile
@@ -125,7 +125,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
          check_determinism: bool | None = None, requires: Requires | None = None,
          preconditions: str | None = None, case_timeout: float | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None,
-         compile_workers: int | None = None, framework: str | None = None) -> FuzzResult:
+         compile_workers: int | None = None, framework: str | None = None, limits: str | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op`` (a registry op), or against ``reference`` (a PyTorch
     function, or a KernelBench ``Model`` class for a ``ModelNew`` ``fn``) with the example call(s) ``inputs``
     returns and the declaration ``schema`` (see :mod:`gpuemu.schema`).
@@ -148,6 +148,10 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     KeyboardInterrupt) carrying the partial result. While the cases run, torch's CPU ops use
     ``fuzz.torch_threads`` intra-op threads (default 1; 0 leaves torch's setting; restored afterwards): see
     :data:`TORCH_THREADS`.
+
+    A case whose launch the target GPU refuses (shared memory, registers, grid: predicted on the CPU, raised on a
+    GPU) is a LIMIT verdict, not a failure, and later cases stay inside the envelope learnt (:mod:`gpuemu.envelope`);
+    ``limits="fail"`` (rule pack ``fuzz.limits``) makes it fatal for a launcher that declares such shapes supported.
 
     ``framework`` ('torch', 'jax' or 'tf'; default: detected from ``fn``'s module, see
     :mod:`gpuemu.frameworks`): a JAX/Pallas or TensorFlow launcher gets the same cases' tensors by DLPack
@@ -188,6 +192,10 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     policy = preconditions or settings.oracle.get("preconditions", "fail")
     if policy not in ("fail", "warn"):
         raise InvalidArgument(f"preconditions={policy!r}: use fail or warn")
+    limit_policy = limits or fz.get("limits", "allow")
+    if limit_policy not in ("allow", "fail"):
+        raise InvalidArgument(f"limits={limit_policy!r}: use allow (a launch the GPU refuses is shown, not failed) or "
+                              "fail")
     target = target or describe(fn)
     req = declared(fn).merge(from_project(target, settings.requires)).merge(requires or Requires())
     if bound is not None and bound.schema.declared.get("requires"):
@@ -227,7 +235,13 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     run = _Runner(fn, oracle, device, bool(determinism), case_timeout)
     st = Store(settings.store) if save else None
     result = FuzzResult(target=target, op=op, seed=seed, store=str(settings.store) if save else None,
-                        requires=req.to_dict() if req else {}, precondition_policy=policy, case_timeout=case_timeout)
+                        requires=req.to_dict() if req else {}, precondition_policy=policy, case_timeout=case_timeout,
+                        limit_policy=limit_policy)
+    from .cases import dim_limits
+    from .envelope import Envelope
+
+    envelope = Envelope()
+    lows = {d: dim_limits(spec, d)[0] for d in spec.dims}
     if bound is None:
         check_signature(fn, spec, generate(op, derive_seed(seed, 0), dtype=dts[0], strategy=strategy), target)
     if st is not None:
@@ -262,7 +276,8 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
             case_seed = derive_seed(seed, case_index)
             case_index += 1
             case = req.apply(generate(op, case_seed, dtype=dtype, strategy=strategy, blocks=blocks,
-                                      long_rows="long rows" not in result.skipped, caps=req.max_dims))
+                                      long_rows="long rows" not in result.skipped,
+                                      caps=_capped(req.max_dims, envelope.caps)))
             # a dim rounded up to a declared divisor can break a constraint of the op: such a draw is skipped
             if spec.check_dims(case.dims, case.kwargs) is not None:
                 unfit += 1
@@ -288,10 +303,20 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                 ahead = lookahead.poll(case_index)
             # a row past the size caps that a GPU refuses to launch (one block per row): the launcher's design
             # limit, not a wrong answer; such rows are not drawn again, and the case is not counted
-            if case.shape_kind == "long_row" and ev.verdict.kind == "out_of_resources":
+            if case.shape_kind == "long_row" and ev.verdict.status == LIMIT:
                 result.skipped["long rows"] = (f"the launch is refused at {case.shape_label()} "
                                                f"({ev.verdict.message.split(';')[0]}); no row past the size caps "
                                                "is drawn for this launcher")
+                continue
+            if ev.verdict.status == LIMIT:  # the GPU refuses this launch: shown, and later cases stay inside
+                envelope.refused_at(case.dims, ev.verdict.message, lows)
+                result.iterations += 1
+                result.limits += 1
+                result.envelope = envelope.to_dict()
+                if on_case:
+                    on_case(result.iterations - 1, case, ev.verdict)
+                if limit_policy == "fail":
+                    result.failures.append(Failure(case=case, verdict=ev.verdict, launches=tuple(ev.launches)))
                 continue
             # skip bf16 only where the plain interpreter ran it; gpuemu's runtime runs bf16 as a GPU does
             if bf16_unfaithful(dtype, ev.launches):
@@ -305,6 +330,8 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                 verdict = _layout_precondition(run, case, verdict) or verdict
             if on_case:
                 on_case(i, case, verdict)
+            if verdict.status in (PASS, REJECTED) or verdict.status == FAIL:
+                envelope.launched_at(case.dims)  # (it launched: whatever its values, the GPU takes this size)
             if verdict.status == PASS:
                 result.passed += 1
                 result.framework_passes += verdict.basis == "framework"
@@ -362,6 +389,14 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
         result.stopped = "interrupted (Ctrl-C)"
         raise FuzzInterrupted(result)
     return result
+
+
+def _capped(declared: Mapping[str, int], envelope: Mapping[str, int]) -> dict[str, int]:
+    """The size caps of the next draws: the launcher's declared ones and the envelope's, the smaller of each."""
+    out = dict(declared)
+    for d, c in envelope.items():
+        out[d] = min(out.get(d, c), c)
+    return out
 
 
 def _set_torch_threads(n: int | None) -> int | None:

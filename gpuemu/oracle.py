@@ -19,7 +19,7 @@ from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
 from .resources import LaunchRefused
 from .runners import Launch, run_launcher
-from .compare import (ERROR, FAIL, PASS, PRECONDITION, REJECTED, SCHEMA_VERSION, SKIP, Verdict,  # noqa: F401
+from .compare import (ERROR, FAIL, LIMIT, PASS, PRECONDITION, REJECTED, SCHEMA_VERSION, SKIP, Verdict,  # noqa: F401
                       bound_line, check_form, compare, compare_index, elementwise_error)
 from .compare import fmt as _fmt, unravel as _unravel  # noqa: F401 (one index helper for every report)
 from .tolerance import Tolerance, ToleranceTable, bounds
@@ -398,7 +398,7 @@ class Oracle:
         if isinstance(run1.error, KernelFinding):
             return done(Verdict(FAIL, run1.error.kind, run1.error.message))
         if isinstance(run1.error, LaunchRefused):  # the same words whether predicted on the CPU or raised on CUDA
-            return done(Verdict(ERROR, "out_of_resources", run1.error.message, detail=run1.error.detail))
+            return done(Verdict(LIMIT, "out_of_resources", run1.error.message, detail=run1.error.detail))
         if run1.error is not None:
             from .preconditions import is_refusal
 

@@ -84,6 +84,9 @@ class FuzzResult:
     case_timeout: float | None = None
     stopped: str = ""  # why the run ended before its iterations, if it did
     shrink_stats: ShrinkStats = field(default_factory=ShrinkStats)  # per shrink pass (not in to_dict)
+    limits: int = 0  # cases whose launch the target GPU refuses (LIMIT verdicts): not failures unless limit_policy
+    envelope: dict = field(default_factory=dict)  # gpuemu.envelope.Envelope.to_dict() of the run
+    limit_policy: str = "allow"  # allow: a LIMIT is shown, not failed; fail: the shape is declared supported
 
     @property
     def failed(self) -> list[Failure]:
@@ -97,7 +100,8 @@ class FuzzResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and (self.precondition_policy == "warn" or not self.preconditions)
+        return not self.failed and (self.precondition_policy == "warn" or not self.preconditions) \
+            and not (self.limits and self.limit_policy == "fail")
 
     @property
     def all_errored(self) -> bool:
@@ -121,6 +125,9 @@ class FuzzResult:
         if self.precondition_cases:
             first = self.preconditions[0].verdict.message.split(":")[0] if self.preconditions else ""
             s += f" · {self.precondition_cases} PRECONDITION ({first}; declare it or make the launcher accept it)"
+        if self.limits:
+            s += f" · {self.limits} LIMIT: {self.envelope.get('text') or 'launches refused by the GPU'}" \
+                 + (" (fatal: --limits fail)" if self.limit_policy == "fail" else "")
         if self.rejected:
             s += f" · {self.rejected} rejected: {self.rejected_reason}"
         if self.framework_passes:
@@ -172,7 +179,8 @@ class FuzzResult:
                 "first_failure_seconds": self.first_failure_seconds, "blocks": self.blocks,
                 "store": self.store, "store_error": self.store_error, "ok": self.ok,
                 "stored": self.stored, "interrupted": self.interrupted, "timed_out": self.timed_out,
-                "case_timeout": self.case_timeout, "stopped": self.stopped or None}
+                "case_timeout": self.case_timeout, "stopped": self.stopped or None, "limits": self.limits,
+                "limit_policy": self.limit_policy, "envelope": dict(self.envelope) or None}
 
 
 class FuzzInterrupted(KeyboardInterrupt):

@@ -128,8 +128,13 @@ def run_mode(mode: str, pyroot: Path, selection: list[str], args: argparse.Names
         cmd += ["-n", str(args.workers)]
     if args.k:
         cmd += ["-k", args.k]
+    paths = [str(HERE), str(ROOT)] if mode == "runtime" else []
+    if any(p.startswith("../") for p in selection):  # the tutorials' own pytest.ini would make their folder the
+        paths.append(str(pyroot / "test"))           # rootdir: python/test's conftest (--device) as a plugin
+        cmd += ["-c", str(pyroot / "tutorials" / "pytest.ini"), "-p", "conftest"]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths + [env.get("PYTHONPATH")]))
     if mode == "runtime":
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(ROOT), env.get("PYTHONPATH")]))
         cmd += ["-p", "gpuemu_runtime_plugin"]
     t0 = time.time()
     with open(out / f"{mode}.log", "w") as log:

@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("--preconditions", choices=("fail", "warn"), default=None,
                    help="a case that fails only outside an undeclared precondition (PRECONDITION): fail the run "
                         "(default) or only show it")
+    p.add_argument("--limits", choices=("allow", "fail"), default=None,
+                   help="a case whose launch the target GPU refuses (shared memory, registers, grid): a LIMIT line, "
+                        "not a failure (allow, default), or a failure (fail: the shape is declared supported)")
     p.add_argument("--case-timeout", metavar="SECONDS", type=_seconds, default=None,
                    help="per-case time limit: a case running longer is an ERROR verdict (rule pack: fuzz.case_timeout)")
     p.add_argument("--target", dest="gpu_targets", metavar="SM_XX,...", default=None,
@@ -215,7 +218,7 @@ def run(args) -> int:
                           strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
                           preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,
-                          compile_workers=args.compile_workers, framework=framework)
+                          compile_workers=args.compile_workers, framework=framework, limits=args.limits)
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:

@@ -39,7 +39,8 @@ from .model import Dim, Output, Schema
 
 LIMITS = {"tiled": (1, 1100), "reduced": (1, 1100), "contracted": (1, 256), "index": (1, 300), "batch": (1, 8),
           "head": (1, 128)}
-MIN_HI = 64  # a dim is drawn up to at least this size (or 8x the example's, the smaller), tile edges of small blocks
+# a dim is drawn up to 4x its example size (a small one, < 16: a batch or a head count, up to 2x and at least 8), as far
+# as its role allows (LIMITS); every case's inputs stay under gpuemu.schema.MAX_ELEMENTS
 GROW = (1, 2, 4, 8, 16)  # how much a probe grows a candidate dim (the first that runs: the dim's multiple)
 PROBE_SECONDS = 60.0  # probing stops (the remaining candidates keep their sizes) past this much reference time
 _FLOAT_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
@@ -301,7 +302,8 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
     atoms_of = _sibling_atoms(slots)
     for u in list(free):
         axes = list(units[u])
-        atoms = _atoms(axes, atoms_of)
+        scalars = [a for a in axes if a[1] is None]  # ints that equal the size: attached after the tensors split
+        atoms = _atoms([a for a in axes if a[1] is not None], atoms_of)
         if len(atoms) < 2:
             continue
         m = free[u]
@@ -336,10 +338,24 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
             continue
         if rest:  # (the atoms left over: growing them on their own was never shown to run)
             classes.append((rest, None))
-        units[u], grown_out[u] = [a for at in classes[0][0] for a in at], classes[0][1]
-        for cls_atoms, got in classes[1:]:
+        # an int equal to the size goes with the first class it grows with (a module's in_features with the
+        # weight's columns): a kernel reads its sizes from such ints as often as from shapes
+        flat = [[a for at in cls_atoms for a in at] for cls_atoms, _ in classes]
+        shapes_after = [got for _, got in classes]
+        for sc in scalars:
+            for i, cls in enumerate(flat):
+                units[u] = cls + [sc]
+                got = prober.outputs(sizes_for({u: unit_size[u] + m}))
+                if got is not None:
+                    flat[i], shapes_after[i] = cls + [sc], got
+                    break
+            else:
+                flat.append([sc])
+                shapes_after.append(None)
+        units[u], grown_out[u] = flat[0], shapes_after[0]
+        for cls, got in zip(flat[1:], shapes_after[1:]):
             nu = max(units) + 1
-            units[nu], unit_size[nu] = [a for at in cls_atoms for a in at], unit_size[u]
+            units[nu], unit_size[nu] = cls, unit_size[u]
             if got is None:
                 got = prober.outputs(sizes_for({nu: unit_size[nu] + m}))
             if got is not None:
@@ -428,7 +444,7 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
             else:
                 role = "reduced"
             lo, hi = LIMITS[role]
-            hi = min(hi, max(size, min(MIN_HI, 8 * size)))
+            hi = min(hi, 4 * size if size >= 16 else max(2 * size, 8))
             hi -= hi % m
             lo = max(lo, m)
             if m > 1:

@@ -1,0 +1,56 @@
+"""The launchable envelope: which sizes the target GPU launches a kernel at, learnt from the refusals of a run.
+
+A launch the GPU refuses (more shared memory or registers than the chip has, a grid past its limits; predicted
+on the CPU from the AOT compile, raised by Triton on a GPU) is loud: no silent wrong answer ships from it. Such a
+case is a LIMIT verdict, not a failure (``--limits fail`` makes it one, for a team that declares the shape
+supported). After a refusal the fuzzer stays inside the envelope: each dim of the refused case larger than any
+size seen launching is capped at the largest that launched (half the refused size while none has), so the run
+spends its cases on launches that exist; the summary states the envelope (``launches on sm_90 for D <= 128``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass
+class Envelope:
+    launched: dict[str, int] = field(default_factory=dict)  # dim -> largest size seen launching
+    caps: dict[str, int] = field(default_factory=dict)  # dim -> largest size drawn from now on
+    refused: int = 0
+    first: str = ""  # the first refusal's message
+
+    def launched_at(self, dims: Mapping[str, int]) -> None:
+        for d, v in dims.items():
+            if v > self.launched.get(d, 0):
+                self.launched[d] = v
+
+    def refused_at(self, dims: Mapping[str, int], message: str, lows: Mapping[str, int]) -> None:
+        """A refusal at ``dims``: cap every dim past the largest size seen launching (``lows``: each dim's
+        smallest size, which no cap goes under)."""
+        self.refused += 1
+        self.first = self.first or message
+        for d, v in dims.items():
+            seen = self.launched.get(d, 0)
+            if v > seen:
+                cap = seen if seen else max(v // 2, 1)
+                self.caps[d] = max(lows.get(d, 1), min(self.caps.get(d, cap), cap))
+
+    def describe(self) -> str:
+        """``launches on sm_90 for D <= 128, N <= 512 (needs 294,912 B shared memory on sm_90, limit 232,448)``."""
+        where = _target_of(self.first)
+        caps = ", ".join(f"{d} <= {c}" for d, c in sorted(self.caps.items()))
+        reason = self.first.split(";")[0]
+        return f"launches{' on ' + where if where else ''} for {caps or 'smaller sizes'} ({reason})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"refused": self.refused, "caps": dict(self.caps), "first": self.first or None,
+                "text": self.describe() if self.refused else None}
+
+
+def _target_of(message: str) -> str:
+    import re
+
+    m = re.search(r"\bon (sm_\d+\w*|cuda[:\w]*|[A-Z][\w ]*H\d+)", message)
+    return m.group(1) if m else ""
