@@ -10,7 +10,7 @@ import triton.language as tl
 
 from gpuemu.cases import Case
 from gpuemu.errors import InvalidArgument
-from gpuemu.oracle import ERROR, PASS, Oracle
+from gpuemu.oracle import ERROR, LIMIT, PASS, Oracle
 from gpuemu.resources import (LaunchRefused, Refusal, check_compiled, max_threads_for, parse_targets,
                               predicting)
 from gpuemu.runners import run_launcher
@@ -87,7 +87,7 @@ def test_cpu_run_refuses_before_running_and_the_verdict_names_the_figure():
     with predicting("sm_90"):
         ev = o.evaluate(one_tile_mm, _case(2048))
     v = ev.verdict
-    assert (v.status, v.kind, v.message) == (ERROR, "out_of_resources", EXPECTED)
+    assert (v.status, v.kind, v.message) == (LIMIT, "out_of_resources", EXPECTED)
     assert "predicted without a GPU" in v.detail and "num_warps=4, num_stages=3" in v.detail
     with predicting("sm_80,sm_90"):
         v2 = o.evaluate(one_tile_mm, _case(2048)).verdict
@@ -149,7 +149,7 @@ def test_cuda_out_of_resources_gives_the_same_verdict(monkeypatch):
     assert isinstance(run.error, LaunchRefused) and not run.error.predicted
     assert run.error.message == EXPECTED
     v = Oracle.default().evaluate(refused_on_gpu, case, device="cuda", inputs=inputs).verdict
-    assert (v.status, v.kind, v.message) == (ERROR, "out_of_resources", EXPECTED)
+    assert (v.status, v.kind, v.message) == (LIMIT, "out_of_resources", EXPECTED)
     assert "raised by the CUDA launch" in v.detail and "Hardware limit: 232448" in v.detail
 
 
