@@ -156,22 +156,130 @@ def test_select_on_a_corpus_list_manifest(tmp_path, monkeypatch, capsys):
     assert [k["target"].rsplit(":", 1)[1] for k in data["kernels"]] == ["add"]
 
 
-@pytest.mark.parametrize("table, needle", [
-    ('[tool.gpuemu.check]\nkernelz = []\n', "tool.gpuemu.check.kernelz: unknown key"),
-    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "addd"\n',
-     "'addd' is not a known op"),
-    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "nowhere/*.py:f"\nop = "add"\n',
-     "no Python file matches"),
-    ('[tool.gpuemu.check]\niterations = 0\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "add"\n',
-     "iterations: must be >= 1"),
-])
-def test_manifest_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, table, needle):
+_ENTRY = '[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:softmax"\nop = "softmax"\n'
+_BAD_MANIFESTS = [  # (pyproject.toml, extra files, the one line's file: key, the words that explain it)
+    ('[tool.gpuemu.check]\nkernelz = []\n', {}, "tool.gpuemu.check.kernelz", "unknown key; did you mean 'kernels'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "addd"\n', {},
+     "kernels[0] (kernels/add.py:add).op", "'addd' is not a known op; did you mean 'add'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "nowhere/*.py:f"\nop = "add"\n', {},
+     "kernels[0] (nowhere/*.py:f).target", "no Python file matches"),
+    ('[tool.gpuemu.check]\niterations = 0\n' + _ENTRY, {}, "tool.gpuemu.check.iterations",
+     "expected a positive integer, got 0"),
+    # a function the file does not define: exit 2, not an ERROR row
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:no_such_func"\nop = "softmax"\n',
+     {}, "kernels[0] (kernels/softmax.py:no_such_func).target", "kernels/softmax.py defines no 'no_such_func'"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:softmx"\nop = "softmax"\n',
+     {}, "(kernels/softmax.py:softmx).target", "did you mean 'softmax'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/*.py:zzz*"\nop = "softmax"\n',
+     {}, "(kernels/*.py:zzz*).target", "no function matches 'zzz*'"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/broken.py:f"\nop = "add"\n',
+     {"kernels/broken.py": "def f(x, y:\n    return x\n"}, "(kernels/broken.py:f).target", "line 1"),
+    # dtypes gpuemu does not know: exit 2, not an ERROR row (top level and per entry)
+    ('[tool.gpuemu.check]\ndtypes = ["fp32", "fp8"]\n' + _ENTRY, {}, "tool.gpuemu.check.dtypes",
+     "'fp8' is not a dtype gpuemu fuzzes"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'dtypes = ["int8"]\n', {}, "(kernels/softmax.py:softmax).dtypes",
+     "'int8' is not a dtype"),
+    # a mistyped entry key used to be ignored (and all three dtypes ran)
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'dtype = ["fp32"]\n', {}, "(kernels/softmax.py:softmax).dtype",
+     "unknown key; did you mean 'dtypes'? allowed: dtypes, framework, iterations, labels, op, preconditions, requires"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'store = "s"\n', {}, "(kernels/softmax.py:softmax).store",
+     "belongs at the top level"),
+    ('[tool.gpuemu.check]\nrequires = {contiguous = true}\n' + _ENTRY, {}, "tool.gpuemu.check.requires",
+     "belongs on each [[kernels]] entry"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'requires = {contiguous = ["q"]}\n', {},
+     "(kernels/softmax.py:softmax).requires", "softmax has no argument 'q'"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'requires = {contiguos = true}\n', {},
+     "(kernels/softmax.py:softmax).requires", "unknown key 'contiguos'"),
+    ('[tool.gpuemu.check]\npreconditions = "maybe"\n' + _ENTRY, {}, "tool.gpuemu.check.preconditions",
+     "use one of fail, warn, ignore"),
+    ('[tool.gpuemu.check]\nseed = "abc"\n' + _ENTRY, {}, "tool.gpuemu.check.seed", "is not an integer"),
+    ('[tool.gpuemu.check]\nstrategy = "fast"\n' + _ENTRY, {}, "tool.gpuemu.check.strategy", "is not a strategy"),
+    ('[tool.gpuemu.check]\nrulepacks = ["ci/tol.yaml"]\n' + _ENTRY, {}, "tool.gpuemu.check.rulepacks",
+     "rule pack 'ci/tol.yaml' does not exist"),
+    ('[tool.gpuemu.check]\ndevice = "tpu"\n' + _ENTRY, {}, "tool.gpuemu.check.device", "use auto, cpu or cuda"),
+    ('[tool.gpuemu.check]\nframework = "mxnet"\n' + _ENTRY, {}, "tool.gpuemu.check.framework",
+     "framework 'mxnet' is not known"),
+    ('[tool.gpuemu.check\n', {}, "pyproject.toml: <toml>", "not valid TOML"),
+    # gpuemu.yaml's requires (globs) are checked against the op before anything runs too
+    ('[tool.gpuemu.check]\n' + _ENTRY, {"gpuemu.yaml": "requires:\n  'kernels/*.py:soft*': {contiguous: [q]}\n"},
+     "kernels[0] (kernels/softmax.py:softmax)", "softmax has no argument 'q' (arguments: x) (from requires: in "
+                                                "gpuemu.yaml)"),
+]
+
+
+@pytest.mark.parametrize("table, files, where, why", _BAD_MANIFESTS,
+                         ids=[f"{i}-{w.rsplit('.', 1)[-1][:20]}" for i, (_, _, w, _) in enumerate(_BAD_MANIFESTS)])
+def test_bad_manifest_is_one_line_exit_2_before_any_fuzz(tmp_path, monkeypatch, capsys, table, files, where, why):
     make_project(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "pyproject.toml").write_text(table)
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr("gpuemu.check.run.fuzz_one", lambda *a, **k: ran.append(a) or {})
+    assert main(["check", "-j", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("gpuemu: error: "), err
+    assert where in err and why in err, err
+    if "toml" not in where:
+        assert "pyproject.toml: " in err  # names the file
+    assert ran == []  # found before any launcher ran
+
+
+def test_yaml_syntax_error_is_one_line(tmp_path, monkeypatch, capsys):
+    make_project(tmp_path)
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "gpuemu.yaml").write_text("check:\n  kernels:\n    - {target: kernels/add.py:add, op: add\n"
+                                          "  iterations: [\n")
     monkeypatch.chdir(tmp_path)
     assert main(["check"]) == 2
     err = capsys.readouterr().err.strip()
-    assert needle in err and len(err.splitlines()) == 1 and err.startswith("gpuemu: error: ")
+    assert err.startswith("gpuemu: error: gpuemu.yaml: line 4, column") and "not valid YAML" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, why", [
+    (["--json", "/proc/nope/out.json"], "cannot write --json /proc/nope/out.json: the folder /proc/nope does not exist"),
+    (["--junit", "."], "cannot write --junit .: it is a directory"),
+    (["--sarif", "nonexistent/dir/x.sarif"], "the folder nonexistent/dir does not exist; create it first"),
+    (["--html", "kernels/add.py/r.html"], "cannot write --html kernels/add.py/r.html: the folder kernels/add.py is not"),
+    (["--attest", "missing.key"], "--attest missing.key: cannot read the key"),
+    (["--attest", "bad.key"], "--attest bad.key: not an unencrypted PEM private key"),
+    (["--json", "r.json", "--sarif", "r.json"], "--sarif r.json: --json writes the same file"),
+])
+def test_bad_output_or_key_is_one_line_exit_2_before_any_fuzz(tmp_path, monkeypatch, capsys, flags, why):
+    pytest.importorskip("cryptography")
+    make_project(tmp_path)
+    (tmp_path / "bad.key").write_text("not a key\n")
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr("gpuemu.check.run.fuzz_one", lambda *a, **k: ran.append(a) or {})
+    assert main(["check", "-j", "1", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and why in err, err
+    assert ran == [] and not (tmp_path / "nonexistent").exists()  # nothing ran, no folder was created
+
+
+def test_corpus_list_keeps_its_own_keys_as_labels_but_not_a_typo(tmp_path, monkeypatch):
+    from gpuemu.check.manifest import load
+
+    make_project(tmp_path)
+    (tmp_path / "corpus.yaml").write_text("- {target: kernels/add.py:add, op: add, correct: true, note: fine}\n")
+    assert load(tmp_path / "corpus.yaml").kernels[0].extra == {"correct": True, "note": "fine"}
+    (tmp_path / "corpus.yaml").write_text("- {target: kernels/add.py:add, op: add, iteration: 3}\n")
+    with pytest.raises(Exception, match=r"kernels\[0\] \(kernels/add.py:add\).iteration: unknown key; did you mean "
+                                        r"'iterations'"):
+        load(tmp_path / "corpus.yaml")
+    # the bundled corpus loads: none of its own keys is taken for a typo
+    assert len(load(os.path.join(ROOT, "examples", "kernels", "manifest.yaml")).kernels) >= 70
+
+
+def test_allowed_keys_are_one_table():
+    from gpuemu.check import manifest
+
+    assert manifest.allowed("entry") == sorted(k for k, v in manifest.KEYS.items() if v.where in ("entry", "both"))
+    assert "kernels" in manifest.allowed("top") and "target" not in manifest.allowed("top")
+    assert {"requires", "labels"} <= set(manifest.allowed("entry"))
 
 
 def test_no_manifest_is_exit_2(tmp_path, monkeypatch, capsys):
@@ -232,7 +340,8 @@ def test_unknown_and_rejected_statuses_are_handled_generically(tmp_path):
     log = sarif_log(r)
     assert sorted(sarif_validator().iter_errors(log), key=str) == []
     (res,) = log["runs"][0]["results"]
-    assert res["ruleId"] == "weird.novel" and res["level"] == "warning"
+    # an unknown status counts against the kernel (exit 1), so it is an error in SARIF too: one level everywhere
+    assert res["ruleId"] == "weird.novel" and res["level"] == "error"
     assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
     assert CheckResult.from_dict(json.loads(json.dumps(r.to_dict()))).to_dict() == r.to_dict()
     from gpuemu.report.html import render

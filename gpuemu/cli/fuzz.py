@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..preconditions import POLICIES
 from ._common import check_writable, err, prepare_device, write_json
 
 
@@ -25,9 +26,9 @@ def register(sub) -> None:
     p.add_argument("--requires", metavar="PRECONDITION", action="append", default=[],
                    help="what the launcher's callers guarantee; no case is drawn outside it (repeatable): "
                         "contiguous[=ARG,...], dtypes=fp16,bf16, divisible=DIM:N, max=DIM:N")
-    p.add_argument("--preconditions", choices=("fail", "warn"), default=None,
+    p.add_argument("--preconditions", choices=POLICIES, default=None,
                    help="a case that fails only outside an undeclared precondition (PRECONDITION): fail the run "
-                        "(default) or only show it")
+                        "(default), warn (show it, pass the run) or ignore (count it as passing)")
     p.add_argument("--case-timeout", metavar="SECONDS", type=_seconds, default=None,
                    help="per-case time limit: a case running longer is an ERROR verdict (rule pack: fuzz.case_timeout)")
     p.add_argument("--target", dest="gpu_targets", metavar="SM_XX,...", default=None,
@@ -197,5 +198,5 @@ def run(args) -> int:
     if result.all_errored and not result.timed_out:  # it takes the op's arguments (checked above): a broken kernel
         err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
     if not result.ok and not args.exit_zero:
-        return 1  # FAIL or ERROR; PRECONDITION too unless --preconditions warn (or oracle.preconditions: warn)
+        return 1  # FAIL or ERROR; PRECONDITION too unless the policy is warn or ignore (gpuemu.preconditions)
     return 0
