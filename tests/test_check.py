@@ -356,3 +356,106 @@ def test_a_broken_rule_pack_is_exit_2_before_any_fuzzing(tmp_path, monkeypatch, 
     assert main(["check", "--rulepack", "bad.yaml", "-j", "1"]) == 2
     err = capsys.readouterr().err
     assert "bad.yaml: fuzz.iterationz" in err and "PASS" not in err
+
+
+# ------------------------------------------------------------------ requires: the same everywhere; one PRECONDITION policy
+
+
+def _stride_project(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(os.path.join(ROOT, "examples", "kernels", "add.py"), tmp_path / "kernels" / "add.py")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gpuemu.check]\niterations = 4\nseed = 7\ndtypes = ["fp32"]\njobs = 1\n'
+        '[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add_stride"\nop = "add"\n')
+    return tmp_path
+
+
+def test_requires_globs_of_gpuemu_yaml_hold_in_fuzz_and_check_alike(tmp_path, monkeypatch, capsys):
+    # add_stride is silently wrong on strided input: PRECONDITION (exit 1) until its callers' guarantee is declared
+    proj = _stride_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "--store", "s"]) == 1
+    assert "PRECONDITION" in capsys.readouterr().err
+    (proj / "gpuemu.yaml").write_text("requires:\n  'kernels/*.py:add_str*': {contiguous: true}\n")  # a glob key
+    assert main(["fuzz", "kernels/add.py:add_stride", "--op", "add", "-n", "4", "--seed", "7", "--dtype", "fp32",
+                 "--store", "s"]) == 0
+    assert main(["check", "--store", "s", "--json", "r.json"]) == 0
+    k = json.loads((proj / "r.json").read_text())["kernels"][0]
+    assert k["status"] == "pass" and k["statuses"] == {"pass": 4}
+
+
+def test_requires_of_a_manifest_entry_and_the_same_to_ray_tasks(tmp_path, monkeypatch, capsys):
+    proj = _stride_project(tmp_path)
+    with open(proj / "pyproject.toml", "a") as f:
+        f.write("requires = {contiguous = [\"x\", \"y\"]}\n")
+    monkeypatch.chdir(proj)
+    assert main(["check", "--store", "s"]) == 0
+    assert "1/1 kernels passed" in capsys.readouterr().err
+    # a Ray task gets exactly what a local worker gets (resolved on the driver): captured, not started
+    from gpuemu.check import on_ray, run as run_mod
+
+    local, remote = [], []
+    real = run_mod.fuzz_one
+    monkeypatch.setattr(run_mod, "fuzz_one", lambda e, **kw: local.append(kw) or real(e, **kw))
+    assert main(["check", "--store", "s"]) == 0
+
+    def execute(tasks, *, address, root, store, device, num_cpus, done):
+        for i, (e, kw) in enumerate(tasks):
+            remote.append(kw)
+            done(i, real(e, **kw))
+        return 1
+
+    monkeypatch.setattr(on_ray, "require_ray", lambda: None)
+    monkeypatch.setattr(on_ray, "execute", execute)
+    assert main(["check", "--store", "s", "--ray"]) == 0
+    drop = ("compile_workers",)  # local 1-worker runs compile in the loop; tasks run side by side
+    assert [{k: v for k, v in kw.items() if k not in drop} for kw in remote] == \
+        [{k: v for k, v in kw.items() if k not in drop} for kw in local]
+    assert local[0]["requires"]["contiguous"] == ["x", "y"] and local[0]["preconditions"] == "fail"
+
+
+def _precondition_result(tmp_path, policy: str) -> CheckResult:
+    r = _synthetic(tmp_path)
+    k = r.kernels[1]
+    k.status, k.statuses, k.policy = "precondition", {"pass": 1, "precondition": 2}, policy
+    k.failures[0] = dict(k.failures[0], line="PRECONDITION seed=0x1 dtype=fp32 shape=[3] x must be contiguous: ...",
+                         verdict={"status": "precondition", "kind": "mismatch", "detail": "why"})
+    return r
+
+
+@pytest.mark.parametrize("policy, level", [("fail", "fail"), ("warn", "warn"), ("ignore", "pass")])
+def test_one_precondition_policy_rendered_the_same_in_every_format(tmp_path, policy, level):
+    from gpuemu.report.html import render
+
+    r = _precondition_result(tmp_path, policy)
+    k = r.kernels[1]
+    assert k.level == level and k.ok == (level != "fail") and r.ok == (level != "fail")
+    word = {"fail": "PRECONDITION", "warn": "PRECONDITION (warn)", "pass": "PRECONDITION (ignored)"}[level]
+    text = summary_text(r)
+    assert f"\n{word}" in text
+    assert ("2/2 kernels passed (1 precondition " + {"warn": "warned)", "pass": "ignored)"}[level]
+            if level != "fail" else "1/2 kernels passed (1 precondition)") in text
+    md = summary_markdown(r)
+    icon = {"fail": ":x:", "warn": ":warning:", "pass": ":white_check_mark:"}[level]
+    assert f"| {icon} {word} | `k.py:launch`" in md
+    tcs = {tc.get("name"): tc for tc in ET.fromstring(junit_xml(r).split("\n", 1)[1]).iter("testcase")}
+    tc = tcs["launch[softmax]"]
+    assert (tc.find("failure") is not None) == (level == "fail")
+    assert ("warning (PRECONDITION (warn)" in tc.find("system-out").text) == (level == "warn")
+    results = sarif_log(r)["runs"][0]["results"]
+    assert [x["level"] for x in results] == {"fail": ["error"], "warn": ["warning"], "pass": []}[level]
+    html = render(r)
+    assert f'class="row-{level}" id="row-1"' in html
+    assert ('<span class="verdict ok"' in html) == (level != "fail")
+
+
+def test_preconditions_flag_of_check_warns_and_passes_the_gate(tmp_path, monkeypatch, capsys):
+    proj = _stride_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "--store", "s", "--preconditions", "warn", "--markdown", "s.md"]) == 0
+    err = capsys.readouterr().err
+    assert "PRECONDITION (warn)" in err and "1/1 kernels passed (1 precondition warned)" in err
+    assert ":warning: PRECONDITION (warn)" in (proj / "s.md").read_text()
+    (proj / "gpuemu.yaml").write_text("oracle: {preconditions: ignore}\n")  # the project file, below the flag
+    assert main(["check", "--store", "s"]) == 0
+    assert main(["check", "--store", "s", "--preconditions", "fail"]) == 1
