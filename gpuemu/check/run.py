@@ -238,7 +238,10 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         from ..fuzzer import fuzz
         from ..target import load
 
-        fn = load(entry.target)
+        from ..frameworks import quiet_native_logs
+
+        with quiet_native_logs():  # TensorFlow's load-time notices would mix into the check's lines
+            fn = load(entry.target)
 
         def on_case(i: int, case, verdict) -> None:
             st = verdict.status
@@ -285,6 +288,13 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         names = _launched_names(fn, entry.op, seed, device)
     res.kernels = locate_kernels(fn, names)
     res.status = kernel_status(res.statuses) if res.iterations else "error"
+    if result.all_errored and res.failures:
+        from ..frameworks import other_framework_hint
+
+        hint = other_framework_hint(fn, framework or "torch")
+        if hint and not res.failures[0].get("hint"):  # every case a TypeError: a JAX launcher taken for torch's
+            res.failures[0]["hint"] = hint
+            res.failures[0]["line"] += f" ({hint})"
     if not res.iterations:
         res.error = "; ".join(f"{k} skipped: {v}" for k, v in result.skipped.items()) or "no case ran"
     res.seconds = time.perf_counter() - t0

@@ -138,8 +138,10 @@ def run(args) -> int:
     requires = parse_cli(args.requires)
     requires.check_against(spec)
     device = prepare_device(args.device)
-    fn = load(args.target)
-    from ..frameworks import resolve
+    from ..frameworks import quiet_native_logs, resolve
+
+    with quiet_native_logs():  # a module importing TensorFlow: its load-time notices are not gpuemu's report
+        fn = load(args.target)
 
     framework = resolve(fn, args.framework)  # a missing jax/tensorflow or an ambiguous module: one line here
     from ..cases import canonical_dtype, generate
@@ -196,7 +198,16 @@ def run(args) -> int:
         raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
                               "choose other dtypes with --dtype")
     if result.all_errored and not result.timed_out:  # it takes the op's arguments (checked above): a broken kernel
-        err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
+        from ..frameworks import other_framework_hint
+
+        messages = {f.verdict.message for f in result.failures}
+        if len(messages) == 1:  # one cause: say it (a Pallas kernel that cannot run here, a wrong framework)
+            err(f"every case raised the same error: {messages.pop()}")
+        else:
+            err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
+        hint = other_framework_hint(fn, framework)
+        if hint:
+            err(f"hint: {hint}")
     if not result.ok and not args.exit_zero:
         return 1  # FAIL or ERROR; PRECONDITION too unless the policy is warn or ignore (gpuemu.preconditions)
     return 0

@@ -108,14 +108,18 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
 def _user_frame(tb):
     """Where the launcher's own code raised: the deepest frame outside gpuemu, torch and triton (an
     IndexError from ``out.stride(-2)`` passes through gpuemu's poisoning mode and torch; the user's line
-    is the one to show), else the deepest frame outside gpuemu, else the deepest."""
+    is the one to show) and, where loaded, JAX and TensorFlow (a Pallas or tf.function launcher's error is
+    raised deep inside them), else the deepest frame outside gpuemu, else the deepest."""
     import os.path
+    import sys
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     libs = [here]
-    for mod in ("torch", "triton"):
+    for mod in ("torch", "triton", "jax", "jaxlib", "tensorflow", "keras", "tf_keras"):
         try:
-            libs.append(os.path.dirname(os.path.abspath(__import__(mod).__file__)))
+            m = sys.modules.get(mod) or (__import__(mod) if mod in ("torch", "triton") else None)
+            if m is not None:
+                libs.append(os.path.dirname(os.path.abspath(m.__file__)))
         except Exception:  # pragma: no cover - not installed
             pass
     frames = list(tb)
