@@ -82,6 +82,9 @@ def test_exit_1_and_every_output(checked, capsys):
     assert by["add_stride"]["status"] not in ("pass", "rejected")
     leak = by["softmax_tail_leak"]
     assert leak["failures"][0]["line"].startswith("FAIL seed=0x") and "--store" in leak["failures"][0]["replay"]
+    # every replay line names its launcher (a store shared by a manifest's launchers holds many)
+    assert all(f["replay"].endswith(f"--target kernels/{k['target'].rsplit('/', 1)[1]}")
+               for k in data["kernels"] for f in k["failures"] if f["stored"])
     assert leak["worst"]["fp32"]["worst_ratio"] > 1
     # the matrix counts every case once per facet group
     cells = leak["matrix"]["fp32"]
@@ -452,9 +455,14 @@ def test_one_precondition_policy_rendered_the_same_in_every_format(tmp_path, pol
 def test_preconditions_flag_of_check_warns_and_passes_the_gate(tmp_path, monkeypatch, capsys):
     proj = _stride_project(tmp_path)
     monkeypatch.chdir(proj)
-    assert main(["check", "--store", "s", "--preconditions", "warn", "--markdown", "s.md"]) == 0
+    assert main(["check", "--preconditions", "warn", "--markdown", "s.md", "--json", "r.json"]) == 0
     err = capsys.readouterr().err
     assert "PRECONDITION (warn)" in err and "1/1 kernels passed (1 precondition warned)" in err
+    assert "· 1 launcher · 1 worker ·" in err  # not "1 launchers"
+    # not on a terminal: the first-failure column whole, not cut with "…"
+    assert "the same case with contiguous inputs passes)" in err and "…" not in err
+    # the store the records went to, named even when it is the default
+    assert json.loads((proj / "r.json").read_text())["store"] == str(proj / ".gpuemu")
     assert ":warning: PRECONDITION (warn)" in (proj / "s.md").read_text()
     (proj / "gpuemu.yaml").write_text("oracle: {preconditions: ignore}\n")  # the project file, below the flag
     assert main(["check", "--store", "s"]) == 0
