@@ -142,6 +142,7 @@ add = pytest.mark.gpuemu(op="add", iterationz=3)(add)
     assert "unknown keyword 'iterationz'" in res.stderr.str() + res.stdout.str()
 
 
+@pytest.mark.slow  # two pytest sessions and a local Ray cluster, 25-35 s
 @pytest.mark.ray
 def test_ray_route_gives_the_local_outcomes_seeds_and_store(project):
     # --gpuemu-ray: the marked launchers run as tasks on a local Ray cluster; outcomes, seeds and the stored
@@ -277,13 +278,17 @@ warned = pytest.mark.gpuemu(op="add", dtypes=["fp32"], preconditions="warn")(fla
     assert "GpuemuPreconditionWarning" in out and "passed under preconditions='warn'" in out
 
 
-@pytest.mark.parametrize("marker, message", [
+BAD_MARKERS = [
     ('op="softmaxx"', "op='softmaxx': op='softmaxx' is not a known op; did you mean 'softmax'?"),
     ('op="add", dtypes=["fp8"]', "dtypes=['fp8']: 'fp8' is not a dtype gpuemu fuzzes"),
     ('op="add", requires={"contiguous": ["q"]}', "requires: precondition contiguous='q': add has no argument 'q'"),
-])
-def test_a_bad_marker_is_a_collection_error_without_a_traceback(pytester, marker, message):
-    pytester.makepyfile(test_bad=f'''
+]
+
+
+def test_a_bad_marker_is_a_collection_error_without_a_traceback(pytester):
+    # one session: each module's collection error is reported, one line each
+    for i, (marker, _) in enumerate(BAD_MARKERS):
+        pytester.makepyfile(**{f"test_bad{i}": f'''
 import pytest
 
 
@@ -292,11 +297,13 @@ def add(x, y):
 
 
 add = pytest.mark.gpuemu({marker})(add)
-''')
+'''})
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     out = res.stdout.str() + res.stderr.str()
-    assert res.ret == pytest.ExitCode.INTERRUPTED and "ERROR collecting test_bad.py" in out
-    assert f"gpuemu usage error: test_bad.py::add: @pytest.mark.gpuemu: {message}" in out
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    for i, (_, message) in enumerate(BAD_MARKERS):
+        assert f"ERROR collecting test_bad{i}.py" in out
+        assert f"gpuemu usage error: test_bad{i}.py::add: @pytest.mark.gpuemu: {message}" in out
     assert "Traceback" not in out and "pytest_plugin.py" not in out
 
 

@@ -70,7 +70,9 @@ def test_exp2_softmax_at_large_magnitude_is_within_its_scale(dtype):
     assert ORACLE.compare(spec, name, {"x": x}, {}, out.to(dtype)).status == PASS
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+# every op x 40 cases, 15-19 s a dtype: fp16 (where the soak found the false positive) by default, all under -m slow
+@pytest.mark.parametrize("dtype", [pytest.param("fp32", marks=pytest.mark.slow), "fp16",
+                                   pytest.param("bf16", marks=pytest.mark.slow)])
 def test_the_correctly_rounded_result_always_passes(dtype):
     """The exact result rounded once to the dtype is the best any kernel can return: it passes every case,
     whatever the fitted rtol (regression: rtol < unit roundoff failed the correct attention kernel, fp16, D=1)."""
