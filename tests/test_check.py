@@ -246,7 +246,7 @@ def test_yaml_syntax_error_is_one_line(tmp_path, monkeypatch, capsys):
     (["--junit", "."], "cannot write --junit .: it is a directory"),
     (["--sarif", "nonexistent/dir/x.sarif"], "the folder nonexistent/dir does not exist; create it first"),
     (["--html", "kernels/add.py/r.html"], "cannot write --html kernels/add.py/r.html: the folder kernels/add.py is not"),
-    (["--attest", "missing.key"], "--attest missing.key: cannot read the key"),
+    (["--attest", "missing.key"], "--attest missing.key: no such key file; create a key pair with 'gpuemu keygen'"),
     (["--attest", "bad.key"], "--attest bad.key: not an unencrypted PEM private key"),
     (["--json", "r.json", "--sarif", "r.json"], "--sarif r.json: --json writes the same file"),
 ])

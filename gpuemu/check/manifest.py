@@ -61,7 +61,6 @@ class Key:
 class _Ctx:
     path: str  # the manifest file
     root: Path  # its folder: targets and rule packs are relative to it
-    op: str | None = None  # the entry's op, once checked (requires and dtypes are checked against it)
 
 
 # --------------------------------------------------------------------------------------- value checks
@@ -341,12 +340,13 @@ def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None
         path = found
     p = Path(path)
     if not p.is_file():
-        raise RulePackError(f"--manifest {path}: no such file")
+        raise RulePackError(f"--manifest {path}: no such file; give a pyproject.toml, a gpuemu.yaml or a corpus list")
+    shown = _short(str(p))  # messages name the file as the user would (relative to the working directory)
     corpus = False  # a plain list of entries: their own extra keys are labels
     if p.suffix == ".toml":
         table = _check_table_of_pyproject(p)
         if table is None:
-            raise _fail(_short(str(p)), "tool.gpuemu.check", "missing; add [tool.gpuemu.check] with [[tool.gpuemu.check.kernels]]")
+            raise _fail(shown, "tool.gpuemu.check", "missing; add [tool.gpuemu.check] with [[tool.gpuemu.check.kernels]]")
         where = "tool.gpuemu.check"
     else:
         doc = _read_yaml(p)
@@ -355,10 +355,9 @@ def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None
         elif isinstance(doc, dict) and "check" in doc:
             table, where = doc["check"], "check"
         else:
-            raise _fail(_short(str(p)), "check", "missing; a manifest is a 'check:' mapping or a list of {target, op} entries")
+            raise _fail(shown, "check", "missing; a manifest is a 'check:' mapping or a list of {target, op} entries")
     if not isinstance(table, dict):
-        raise _fail(_short(str(p)), where, f"expected a mapping, got {type(table).__name__}")
-    shown = _short(str(p))  # messages name the file as the user would (relative to the working directory)
+        raise _fail(shown, where, f"expected a mapping, got {type(table).__name__}")
     ctx = _Ctx(path=shown, root=p.resolve().parent)
     top = _keys(table, TOP, ctx, shown, where, corpus=False)
     kernels: list[KernelEntry] = []
@@ -413,8 +412,6 @@ def _keys(table: Mapping, where_kind: str, ctx: _Ctx, path: str, where: str, *, 
             out[k] = spec.check(table[k], ctx)
         except _Bad as e:
             raise _fail(path, f"{where}.{k}", str(e)) from None
-        if k == "op":
-            ctx.op = out[k]
     if extra:
         out["_extra"] = extra
     return out

@@ -73,6 +73,8 @@ def _load_private(path: str | os.PathLike):
     serialization, ed25519 = _crypto()
     try:
         key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except FileNotFoundError:
+        raise InvalidArgument(f"--attest {path}: no such key file; create a key pair with 'gpuemu keygen'") from None
     except OSError as e:
         raise InvalidArgument(f"--attest {path}: cannot read the key: {e.strerror or e}") from None
     except (ValueError, TypeError) as e:
