@@ -32,6 +32,10 @@ def test_action_is_composite_with_shell_on_every_run_step_and_no_expressions_in_
         if "upload" in step.get("uses", ""):
             assert step.get("continue-on-error") is True, step["name"]
     assert _step("Fail on a FAIL")["if"] == "always()"
+    # a runner without a GPU gets PyTorch's CPU build (PyPI's default torch pulls several GB of CUDA libraries)
+    install = _step("Install gpuemu")
+    assert ACTION["inputs"]["torch"]["default"] == "cpu" and install["env"]["INPUT_TORCH"] == "${{ inputs.torch }}"
+    assert "--index-url https://download.pytorch.org/whl/cpu" in install["run"]
     for out in ("exit-code", "sarif", "html", "json", "junit", "attestation"):
         assert ACTION["outputs"][out]["value"] == f"${{{{ steps.check.outputs.{out} }}}}"
     for ref in re.findall(r"inputs\.([\w-]+)", json.dumps(ACTION["runs"])):
