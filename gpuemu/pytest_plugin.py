@@ -37,7 +37,6 @@ from typing import Any, Callable
 import pytest
 
 
-
 class GpuemuUsageError(Exception):
     """A marker's or the fixture's argument gpuemu cannot use; shown as one line, never a traceback."""
 
@@ -133,7 +132,6 @@ MARK_KEYS: dict[str, Callable[[Any], Any]] = {
     "rulepack": _rulepack, "max_failures": _positive_int, "requires": _requires, "preconditions": _policy,
     "framework": _framework,
 }
-_MARK_KEYS = set(MARK_KEYS)  # (kept for code that imported the old name)
 
 
 def _validated(kw: dict, where: str) -> dict:
