@@ -288,12 +288,17 @@ class GpuemuPreconditionWarning(UserWarning):
     precondition (the warning carries the PRECONDITION line)."""
 
 
-def _report(outcome: dict, user_properties: list) -> None:
+def _report(outcome: dict, user_properties: list, launcher: Callable | None = None) -> None:
     user_properties.extend(tuple(p) for p in outcome["properties"])
     if outcome.get("warning"):
         import warnings
 
-        warnings.warn(GpuemuPreconditionWarning(outcome["warning"]), stacklevel=2)
+        code = getattr(getattr(launcher, "__wrapped__", None) or launcher, "__code__", None)
+        if code is not None:  # the warnings summary names the launcher's line, not the plugin's
+            warnings.warn_explicit(GpuemuPreconditionWarning(outcome["warning"]), GpuemuPreconditionWarning,
+                                   code.co_filename, code.co_firstlineno)
+        else:
+            warnings.warn(GpuemuPreconditionWarning(outcome["warning"]), stacklevel=2)
     if outcome["status"] == "failed":
         raise GpuemuFailure(outcome["message"])
     if outcome["status"] == "skipped":
@@ -309,7 +314,7 @@ def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> 
         result = gpuemu.fuzz(fn, **fkw)
     except GpuemuError as e:  # a launcher that cannot take the op's arguments, no dtype left, a bad rule pack
         raise GpuemuUsageError(f"{nodeid}: {e}") from None
-    _report(_outcome(result, fkw["store"]), user_properties)
+    _report(_outcome(result, fkw["store"]), user_properties, fn)
     return result
 
 

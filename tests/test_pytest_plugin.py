@@ -221,8 +221,7 @@ def add_flat_warned(x, y):
 '''
 
 
-def test_fixture_usage_errors_are_one_line_and_a_failure_is_reported_once(project):
-    project.makepyfile(test_more='''
+MORE = '''
 import kernels
 
 
@@ -240,24 +239,9 @@ def test_wrong_signature(gpuemu_fuzz):
 
 def test_buggy_once(gpuemu_fuzz):
     gpuemu_fuzz(kernels.add_buggy, op="add", dtypes=["fp32"])
-''')
-    junit = project.path / "more.xml"
-    res = _run(project, "test_more.py", "-v", f"--junitxml={junit}")
-    out = res.stdout.str()
-    res.assert_outcomes(failed=4)
-    assert "gpuemu usage error: gpuemu_fuzz: op='softmaxx': op='softmaxx' is not a known op; did you mean 'softmax'?" in out
-    assert "gpuemu usage error: gpuemu_fuzz: dtypes=['fp8']: 'fp8' is not a dtype gpuemu fuzzes" in out
-    assert "cannot be called as softmax's launcher" in out
-    assert "Traceback" not in out and "pytest_plugin.py" not in out and "During handling" not in out
-    assert out.count("Greatest absolute difference:") == 1  # the buggy fixture test's report, once
-    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
-    text = cases["test_buggy_once"].find("failure").text
-    assert text.count("Greatest absolute difference:") == 1 and "During handling" not in text
-    assert cases["test_bad_op"].find("failure").get("message").startswith("Failed: gpuemu usage error")
+'''
 
-
-def test_requires_and_the_precondition_policy_in_markers(project):
-    project.makepyfile(flat=FLAT, test_flat='''
+FLAT_TESTS = '''
 import pytest
 import flat
 
@@ -265,13 +249,32 @@ undeclared = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(flat.add_flat)
 declared = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(flat.add_flat_declared)
 marked = pytest.mark.gpuemu(op="add", dtypes=["fp32"], requires={"contiguous": True})(flat.add_flat_marked)
 warned = pytest.mark.gpuemu(op="add", dtypes=["fp32"], preconditions="warn")(flat.add_flat_warned)
-''')
-    # a glob key on the launcher's file, as `gpuemu fuzz` and `gpuemu check` read it
+'''
+
+
+def test_usage_errors_one_report_requires_and_the_precondition_policy(project):
+    # one session (each costs seconds): the fixture's usage errors are one line, a failure is reported once, and
+    # requires (the marker's, and gpuemu.yaml's glob on the launcher's file) and preconditions='warn' hold
+    project.makepyfile(flat=FLAT, test_more=MORE, test_flat=FLAT_TESTS)
     (project.path / "gpuemu.yaml").write_text("requires:\n  'fla*.py:*_declared': {contiguous: true}\n")
+    junit = project.path / "more.xml"
     res = project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-iterations", "12", "--gpuemu-store",
-                                       str(project.path / "store"), "test_flat.py", "-v", "-W", "default", timeout=300)
+                                       str(project.path / "store"), "test_more.py", "test_flat.py", "-v", "-W",
+                                       "default", f"--junitxml={junit}", timeout=300)
     out = res.stdout.str()
-    res.assert_outcomes(passed=3, failed=1)
+    res.assert_outcomes(passed=3, failed=5)
+    assert "gpuemu usage error: gpuemu_fuzz: op='softmaxx': op='softmaxx' is not a known op; did you mean 'softmax'?" in out
+    assert "gpuemu usage error: gpuemu_fuzz: dtypes=['fp8']: 'fp8' is not a dtype gpuemu fuzzes" in out
+    assert "cannot be called as softmax's launcher" in out
+    assert "Traceback" not in out and "During handling" not in out and "pytest_plugin.py" not in out
+    # the warning names the launcher's def line, not the plugin's
+    line = (project.path / "flat.py").read_text().split("\n").index("def add_flat_warned(x, y):") + 1
+    assert f"flat.py:{line}: GpuemuPreconditionWarning" in out
+    assert out.count("Greatest absolute difference:") == 2  # the buggy fixture test's report once, undeclared's once
+    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
+    text = cases["test_buggy_once"].find("failure").text
+    assert text.count("Greatest absolute difference:") == 1 and "During handling" not in text
+    assert cases["test_bad_op"].find("failure").get("message").startswith("Failed: gpuemu usage error")
     assert "test_flat.py::undeclared FAILED" in out and "PRECONDITION seed=0x" in out
     assert "test_flat.py::declared PASSED" in out and "test_flat.py::marked PASSED" in out
     assert "test_flat.py::warned PASSED" in out
