@@ -146,8 +146,10 @@ def _validate_sections(doc: dict, path: str) -> None:
         if fz["strategy"] not in STRATEGIES:
             raise _fail(path, "fuzz.strategy", f"{fz['strategy']!r} is not one of {', '.join(STRATEGIES)}")
     oracle = doc.get("oracle") or {}
-    if oracle.get("preconditions", "fail") not in ("fail", "warn"):
-        raise _fail(path, "oracle.preconditions", f"must be fail or warn, got {oracle['preconditions']!r}")
+    from .preconditions import POLICIES
+
+    if oracle.get("preconditions", "fail") not in POLICIES:
+        raise _fail(path, "oracle.preconditions", f"must be one of {', '.join(POLICIES)}, got {oracle['preconditions']!r}")
     if float(oracle.get("framework_factor", 2.0)) < 0:
         raise _fail(path, "oracle.framework_factor", "must be >= 0 (0 turns the framework rule off)")
     requires = doc.get("requires", {}) or {}
@@ -220,12 +222,17 @@ class Settings:
     oracle: dict = field(default_factory=dict)
     requires: dict = field(default_factory=dict)
     device_tolerances: dict = field(default_factory=dict)
+    # the layers that hold tolerances: "" for the CPU's (tolerances:), a device kind for device_tolerances.<kind>
+    tolerance_layers: dict = field(default_factory=dict)
 
     def tolerance_table(self):
         from .tolerance import ToleranceTable
 
-        return ToleranceTable(self.tolerances, source="+".join(Path(p).name for p in self.layers),
-                              by_device=self.device_tolerances)
+        def names(kind: str) -> str:  # a tolerance's source names the files it could have come from, no others
+            return "+".join(Path(p).name for p in self.tolerance_layers.get(kind, self.layers))
+
+        return ToleranceTable(self.tolerances, source=names(""), by_device=self.device_tolerances,
+                              device_sources={k: names(k) for k in self.device_tolerances})
 
 
 def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.PathLike | None = None,
@@ -244,8 +251,14 @@ def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.Path
     ordered = builtin_rulepacks() + ([project] if project.is_file() else []) + env_packs + [Path(p) for p in rulepacks]
     merged: dict = {}
     sources: dict = {}
+    tolerance_layers: dict[str, list[str]] = {}
     for path in ordered:
         doc = load_yaml(path)
+        if doc.get("tolerances"):
+            tolerance_layers.setdefault("", []).append(str(path))
+        for kind, table in (doc.get("device_tolerances") or {}).items():
+            if table:  # a device's entry falls back to the CPU table: both sets of layers
+                tolerance_layers.setdefault(kind, []).append(str(path))
         merged = _merge(merged, {k: v for k, v in doc.items() if k not in ("schema_version", "name", "provenance")})
     fuzz = dict(merged.get("fuzz", {}))
     hook = dict(merged.get("hook", {}))
@@ -273,4 +286,5 @@ def resolve(*, rulepacks: tuple[str, ...] | list[str] = (), store: str | os.Path
                     bindings=merged.get("bindings", {}) or {}, store=store_path,
                     layers=tuple(str(p) for p in ordered), sources=sources,
                     oracle=dict(merged.get("oracle", {}) or {}), requires=dict(merged.get("requires", {}) or {}),
-                    device_tolerances=dict(merged.get("device_tolerances", {}) or {}))
+                    device_tolerances=dict(merged.get("device_tolerances", {}) or {}),
+                    tolerance_layers={k: tuple(v) for k, v in tolerance_layers.items()})

@@ -45,10 +45,19 @@ INDEX_VALUE_HINTS: dict[str, str] = {
 }
 
 
+# ops whose overflow at large magnitudes is exp(x) without the row max subtracted first; elsewhere (rmsnorm's
+# x*x, a variance's square, a matmul's products) the cause is another intermediate leaving the dtype's range
+EXP_OPS = frozenset({"softmax", "log_softmax", "logsumexp", "cross_entropy", "attention"})
+OTHER_OVERFLOW = ("overflow suspected: fails only for large magnitudes (an intermediate leaves the dtype's range: "
+                  "squares or products of large values? scale first, or accumulate in fp32)")
+
+
 def value_hint(spec: ops.OpSpec, values: str) -> str:
     """The hint for a failure that needs the ``values`` distribution (and passes with normal values)."""
     if spec.out_kind == "index" and values in INDEX_VALUE_HINTS:
         return INDEX_VALUE_HINTS[values]
+    if values == "large_spread" and spec.name not in EXP_OPS:
+        return OTHER_OVERFLOW
     return VALUE_HINTS.get(values, f"fails only for {values} values")
 
 

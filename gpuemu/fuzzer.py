@@ -25,7 +25,7 @@ from .results import Failure, FuzzInterrupted, FuzzResult  # noqa: F401 (re-expo
 from .shrink import ShrinkStats, shrink  # noqa: F401 (re-exported)
 from .shrink import candidates as _shrink_candidates, same_failure as _same_failure  # noqa: F401
 from .oracle import ERROR, FAIL, LIMIT, PASS, PRECONDITION, REJECTED, Evaluation, Oracle, Verdict
-from .preconditions import Requires, declared, from_project
+from .preconditions import Requires, declared, from_project, resolve_policy
 from .rng import MASK64, derive_seed
 from .runners import bf16_unfaithful, default_device, interpreting, precompile
 from .runners.limits import CaseTimeout, time_limit
@@ -137,7 +137,8 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
 
     ``requires`` adds to the preconditions declared on ``fn`` (``@gpuemu.requires``) and in ``gpuemu.yaml``:
     no case is drawn outside them. A case that fails only because of an undeclared one (its contiguous twin
-    passes) is a PRECONDITION, not a FAIL; ``preconditions="warn"`` lets those pass the run.
+    passes) is a PRECONDITION, not a FAIL; ``preconditions="warn"`` lets those pass the run with a warning,
+    ``"ignore"`` counts them as passing (see :func:`gpuemu.preconditions.resolve_policy`).
 
     ``case_timeout`` (seconds; rule pack ``fuzz.case_timeout``) bounds each case: one that runs past it is
     an ERROR verdict of kind ``timeout`` with its seed, and is neither shrunk nor explained. ``seed`` is an
@@ -189,15 +190,13 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     strategy = strategy or fz.get("strategy", "default")
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
-    policy = preconditions or settings.oracle.get("preconditions", "fail")
-    if policy not in ("fail", "warn"):
-        raise InvalidArgument(f"preconditions={policy!r}: use fail or warn")
+    policy = resolve_policy(preconditions, settings=settings)  # fail, warn or ignore: see gpuemu.preconditions
     limit_policy = limits or fz.get("limits", "allow")
     if limit_policy not in ("allow", "fail"):
         raise InvalidArgument(f"limits={limit_policy!r}: use allow (a launch the GPU refuses is shown, not failed) or "
                               "fail")
     target = target or describe(fn)
-    req = declared(fn).merge(from_project(target, settings.requires)).merge(requires or Requires())
+    req = declared(fn).merge(from_project(target, settings.requires, fn=fn)).merge(requires or Requires())
     if bound is not None and bound.schema.declared.get("requires"):
         try:
             req = req.merge(Requires.from_dict(bound.schema.declared["requires"]))

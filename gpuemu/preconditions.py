@@ -16,6 +16,16 @@ Declare in Python, on the CLI, or per launcher in ``gpuemu.yaml``::
 
     requires:
       "kernels/rows.py:softmax": {contiguous: [x], divisible: {N: 8}}
+
+or per entry of the ``gpuemu check`` manifest (``requires = {contiguous = ["x"]}``). Project-file keys are
+targets with globs, matched against the launcher's file however it was named (relative, absolute, or as a
+module), so ``gpuemu fuzz``, ``gpuemu check`` (in worker processes or Ray tasks) and the pytest plugin draw the
+same cases for the same launcher.
+
+What an undeclared precondition does to a run is its *policy*, chosen once (:func:`resolve_policy`: argument >
+manifest > ``oracle.preconditions`` of gpuemu.yaml or a rule pack > ``fail``) and rendered the same everywhere
+through :func:`counts_as`: ``fail`` (the run fails: exit 1, red, a SARIF error), ``warn`` (the run passes; shown
+amber, a SARIF warning, a pytest warning) or ``ignore`` (counted as passing; the count is still printed).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .errors import InvalidArgument
 
+POLICIES = ("fail", "warn", "ignore")
 ATTRIBUTE = "__gpuemu_requires__"
 # exceptions a launcher raises on purpose to refuse an input (xformers: ValueError("weights must be
 # contiguous")); a crash inside the kernel's machinery (IndexError, a Triton compile error) is not a refusal
@@ -193,15 +204,92 @@ def parse_cli(items: Iterable[str]) -> Requires:
     return req
 
 
-def from_project(target: str | None, table: Mapping[str, Any]) -> Requires:
-    """The preconditions ``gpuemu.yaml`` declares for ``target`` (keys are targets; globs allowed)."""
+def target_forms(target: str | None, fn: Callable | None = None, cwd: str | None = None) -> set[str]:
+    """Every spelling of a launcher a project file's key may use: the target as given, and for a launcher
+    defined in a file, ``file.py:function`` with the file absolute and relative to ``cwd`` (a launcher fuzzed
+    as ``kernels/rows.py:softmax``, checked as ``/abs/kernels/rows.py:softmax`` or collected by pytest as
+    ``rows:softmax`` is the same launcher)."""
+    import os
+
+    cwd = cwd or os.getcwd()
+    forms = {target} if target else set()
+    names = [target.rpartition(":")[2]] if target and ":" in target else []
+    files = []
+    if target and target.rpartition(":")[0].endswith(".py"):
+        files.append(target.rpartition(":")[0])
+    code = getattr(getattr(fn, "__wrapped__", None) or fn, "__code__", None)
+    if code is not None and code.co_filename.endswith(".py"):
+        files.append(code.co_filename)
+        names.append(getattr(fn, "__name__", code.co_name))
+    for path in files:
+        full = os.path.abspath(os.path.join(cwd, path))
+        for name in names:  # the name it is reached by may differ from the def's name (an alias)
+            forms.add(f"{full}:{name}")
+            try:
+                forms.add(f"{os.path.relpath(full, cwd)}:{name}")
+            except ValueError:  # another drive (Windows)
+                pass
+    return forms
+
+
+def _matches(pattern: str, forms: set[str], cwd: str) -> bool:
+    import os
+
+    pats = {pattern}
+    path, sep, name = pattern.rpartition(":")
+    if sep and path and not os.path.isabs(path):
+        pats.add(f"{os.path.normpath(os.path.join(cwd, path))}:{name}")
+    return any(f == p or fnmatch.fnmatchcase(f, p) or f.endswith("/" + p) for f in forms for p in pats)
+
+
+def from_project(target: str | None, table: Mapping[str, Any], *, fn: Callable | None = None,
+                 cwd: str | None = None) -> Requires:
+    """The preconditions ``gpuemu.yaml`` declares for a launcher (keys are targets, relative to the project
+    folder ``cwd``; globs allowed), matched against every spelling of it (:func:`target_forms`)."""
+    import os
+
     req = Requires()
-    if not target:
+    if not target and fn is None:
         return req
+    cwd = cwd or os.getcwd()
+    forms = target_forms(target, fn, cwd)
     for pattern, spec in table.items():
-        if target == pattern or fnmatch.fnmatch(target, pattern) or target.endswith("/" + pattern):
+        if _matches(str(pattern), forms, cwd):
             req = req.merge(Requires.from_dict(spec))
     return req
+
+
+def check_policy(policy: Any, where: str = "preconditions") -> str:
+    """``policy`` if it is one of :data:`POLICIES`; one line naming ``where`` otherwise."""
+    if policy not in POLICIES:
+        raise InvalidArgument(f"{where}={policy!r}: use one of {', '.join(POLICIES)}")
+    return policy
+
+
+def resolve_policy(argument: str | None = None, manifest: str | None = None, settings: Any = None) -> str:
+    """The PRECONDITION policy, chosen in this one place: the argument (``--preconditions``, a pytest marker's
+    ``preconditions=``) > the manifest (entry, then top level) > ``oracle.preconditions`` of ``gpuemu.yaml``
+    or a rule pack > ``fail``."""
+    if argument is not None:
+        return check_policy(argument, "--preconditions")
+    if manifest is not None:
+        return check_policy(manifest, "manifest preconditions")
+    configured = ((getattr(settings, "oracle", None) or {}).get("preconditions")) if settings is not None else None
+    return check_policy(configured or "fail", "oracle.preconditions")
+
+
+def counts_as(status: str, policy: str = "fail") -> str:
+    """How a verdict status counts under ``policy``: ``pass``, ``warn`` or ``fail``. Every output (exit code,
+    table, Markdown, JUnit, SARIF, HTML, pytest) renders this, so a PRECONDITION means one thing everywhere.
+
+    >>> counts_as("precondition", "warn"), counts_as("rejected"), counts_as("fail", "ignore")
+    ('warn', 'pass', 'fail')
+    """
+    if status in ("pass", "rejected"):
+        return "pass"
+    if status == "precondition":
+        return {"fail": "fail", "warn": "warn", "ignore": "pass"}[check_policy(policy)]
+    return "fail"
 
 
 def is_refusal(error: BaseException | None) -> bool:
@@ -209,4 +297,5 @@ def is_refusal(error: BaseException | None) -> bool:
     return isinstance(error, REFUSALS) and bool(str(error).strip())
 
 
-__all__ = ["Requires", "requires", "declared", "parse_cli", "from_project", "is_refusal"]
+__all__ = ["POLICIES", "Requires", "requires", "declared", "parse_cli", "from_project", "target_forms", "is_refusal",
+           "check_policy", "resolve_policy", "counts_as"]

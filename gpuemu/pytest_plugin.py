@@ -10,7 +10,11 @@ Two spellings::
         gpuemu_fuzz(kernels.softmax, op="softmax", iterations=50)
 
 A failure shows the FAIL line, the mismatch report and the replay command (also in the JUnit XML pytest
-writes, with the seed and replay as testcase properties). Options: ``--gpuemu-iterations``,
+writes, with the seed and replay as testcase properties). A mistake in a marker's or the fixture's arguments
+(an unknown op, a dtype gpuemu does not fuzz, a ``requires`` naming no argument) is a usage error of one line:
+for a marked launcher at collection ("ERROR collecting ..."), for the fixture as the test's failure, never a
+traceback into gpuemu. Every argument is checked against :data:`MARK_KEYS`, one table. A PRECONDITION under
+``preconditions="warn"`` passes with a :class:`GpuemuPreconditionWarning`. Options: ``--gpuemu-iterations``,
 ``--gpuemu-seed`` (default: a seed derived from the test id, so a test is reproducible; ``random`` for a
 fresh one), ``--gpuemu-store``, ``--gpuemu-device``. Works under pytest-xdist (items are independent).
 
@@ -32,7 +36,131 @@ from typing import Any, Callable
 
 import pytest
 
-_MARK_KEYS = {"op", "iterations", "seed", "dtypes", "strategy", "rulepack", "max_failures"}
+
+class GpuemuUsageError(Exception):
+    """A marker's or the fixture's argument gpuemu cannot use; shown as one line, never a traceback."""
+
+
+def _positive_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise GpuemuUsageError(f"expected a positive integer, got {v!r}")
+    return v
+
+
+def _op(v: Any) -> str:
+    from gpuemu import ops
+
+    try:
+        return ops.get(v).name
+    except Exception as e:  # UnknownOp: names the op and the closest one
+        raise GpuemuUsageError(str(e)) from None
+
+
+def _dtypes(v: Any) -> list:
+    from gpuemu.cases import canonical_dtype
+
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, (list, tuple)) or not names:
+        raise GpuemuUsageError(f"expected a list of dtypes (fp32, fp16, bf16), got {v!r}")
+    out = []
+    for d in names:
+        try:
+            out.append(canonical_dtype(d))
+        except Exception:
+            raise GpuemuUsageError(f"{d!r} is not a dtype gpuemu fuzzes; use fp32, fp16 or bf16") from None
+    return out
+
+
+def _seed(v: Any) -> Any:
+    try:
+        n = int(v, 0) if isinstance(v, str) else v
+    except ValueError:
+        n = None
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 64:
+        raise GpuemuUsageError(f"expected an integer in [0, 2**64) or a decimal/0x-hex string, got {v!r}")
+    return v
+
+
+def _strategy(v: Any) -> str:
+    from gpuemu.cases import STRATEGIES
+
+    if v not in STRATEGIES:
+        raise GpuemuUsageError(f"{v!r} is not a strategy; use one of {', '.join(STRATEGIES)}")
+    return v
+
+
+def _rulepack(v: Any) -> tuple:
+    packs = (v,) if isinstance(v, str) else tuple(v or ())
+    for p in packs:
+        if not os.path.isfile(p):
+            raise GpuemuUsageError(f"rule pack {p!r} does not exist")
+    return packs
+
+
+def _requires(v: Any) -> Any:
+    from gpuemu.preconditions import Requires
+
+    if isinstance(v, Requires):
+        return v
+    try:
+        return Requires.from_dict(v)
+    except ValueError as e:
+        raise GpuemuUsageError(str(e)) from None
+
+
+def _policy(v: Any) -> str:
+    from gpuemu.preconditions import POLICIES
+
+    if v not in POLICIES:
+        raise GpuemuUsageError(f"{v!r}: use one of {', '.join(POLICIES)}")
+    return v
+
+
+def _framework(v: Any) -> str:
+    from gpuemu.frameworks import canonical
+
+    try:
+        return canonical(v)
+    except Exception as e:
+        raise GpuemuUsageError(str(e)) from None
+
+
+# Every argument @pytest.mark.gpuemu(...) and gpuemu_fuzz(...) take: name -> check (returns the value gpuemu.fuzz
+# gets). To add one: a row here, and its use in _fuzz_kwargs.
+MARK_KEYS: dict[str, Callable[[Any], Any]] = {
+    "op": _op, "iterations": _positive_int, "seed": _seed, "dtypes": _dtypes, "strategy": _strategy,
+    "rulepack": _rulepack, "max_failures": _positive_int, "requires": _requires, "preconditions": _policy,
+    "framework": _framework,
+}
+
+
+def _validated(kw: dict, where: str) -> dict:
+    """``kw`` with every value checked; one GpuemuUsageError line naming ``where`` and the argument otherwise."""
+    from difflib import get_close_matches
+
+    unknown = sorted(set(kw) - set(MARK_KEYS))
+    if unknown:
+        close = get_close_matches(unknown[0], list(MARK_KEYS), n=1)
+        raise GpuemuUsageError(f"{where} got unknown keyword {unknown[0]!r}; "
+                               + (f"did you mean {close[0]!r}? " if close else "")
+                               + f"allowed: {', '.join(sorted(MARK_KEYS))}")
+    out = {}
+    for k, v in kw.items():
+        if v is None:
+            out[k] = v
+            continue
+        try:
+            out[k] = MARK_KEYS[k](v)
+        except GpuemuUsageError as e:
+            raise GpuemuUsageError(f"{where}: {k}={v!r}: {e}") from None
+    if out.get("requires") is not None and out.get("op"):
+        from gpuemu import ops
+
+        try:
+            out["requires"].check_against(ops.get(out["op"]))
+        except Exception as e:
+            raise GpuemuUsageError(f"{where}: requires: {e}") from None
+    return out
 
 
 def pytest_addoption(parser) -> None:
@@ -78,21 +206,18 @@ def pytest_report_header(config) -> str | None:
 
 
 def _mark_kwargs(mark, where: str) -> dict:
+    """A marker's arguments, checked (GpuemuUsageError otherwise)."""
     if mark.args:
         if len(mark.args) == 1 and "op" not in mark.kwargs:
             kw = dict(mark.kwargs, op=mark.args[0])
         else:
-            raise pytest.UsageError(f"{where}: @pytest.mark.gpuemu takes op as its only positional argument")
+            raise GpuemuUsageError(f"{where}: @pytest.mark.gpuemu takes op as its only positional argument")
     else:
         kw = dict(mark.kwargs)
-    unknown = set(kw) - _MARK_KEYS
-    if unknown:
-        raise pytest.UsageError(f"{where}: @pytest.mark.gpuemu got unknown keyword {sorted(unknown)[0]!r}; "
-                                f"allowed: {', '.join(sorted(_MARK_KEYS))}")
-    return kw
+    return _validated(kw, f"{where}: @pytest.mark.gpuemu")
 
 
-def _seed(config, nodeid: str, given: Any) -> int | None:
+def _run_seed(config, nodeid: str, given: Any) -> int | None:
     if given is not None:
         return int(given, 0) if isinstance(given, str) else int(given)
     opt = config.getoption("gpuemu_seed")
@@ -114,21 +239,30 @@ def _fuzz_kwargs(config, nodeid: str, kw: dict) -> dict:
     """The keyword arguments of ``gpuemu.fuzz`` for one item: its marker's, then the command line's."""
     op = kw.get("op")
     if not op:
-        raise pytest.UsageError(f"{nodeid}: gpuemu needs op=..., e.g. @pytest.mark.gpuemu(op='softmax')")
+        raise GpuemuUsageError(f"{nodeid}: gpuemu needs op=..., e.g. @pytest.mark.gpuemu(op='softmax')")
     device = config.getoption("gpuemu_device")
     return dict(op=op, iterations=config.getoption("gpuemu_iterations") or kw.get("iterations"),
-                seed=_seed(config, nodeid, kw.get("seed")), dtypes=kw.get("dtypes"), strategy=kw.get("strategy"),
+                seed=_run_seed(config, nodeid, kw.get("seed")), dtypes=kw.get("dtypes"), strategy=kw.get("strategy"),
                 store=config.getoption("gpuemu_store"), rulepack=kw.get("rulepack") or (),
-                device=None if device == "auto" else device, max_failures=kw.get("max_failures"))
+                device=None if device == "auto" else device, max_failures=kw.get("max_failures"),
+                requires=kw.get("requires"), preconditions=kw.get("preconditions"), framework=kw.get("framework"))
 
 
 def _outcome(result: Any, store: str | None) -> dict:
     """What pytest shows of a fuzz result: ``status`` (passed, failed, skipped), the ``message`` and the JUnit
     properties. Plain data, so a Ray task can send it back."""
+    from gpuemu.preconditions import counts_as
+
     op = result.op
     props = [("gpuemu_seed", f"0x{result.seed:x}"), ("gpuemu_summary", result.summary())]
-    passing = {"pass", "rejected"}
-    bad = [f for f in result.failures if f.verdict.status not in passing]
+    policy = getattr(result, "precondition_policy", "fail")
+    bad = [f for f in result.failures if counts_as(f.verdict.status, policy) == "fail"]
+    warned = [f for f in result.failures if counts_as(f.verdict.status, policy) == "warn"]
+    if not bad and warned:  # passes, with the report as a warning (the same PRECONDITION policy as everywhere)
+        props.append(("gpuemu_warning", warned[0].line()))
+        return {"status": "passed", "properties": props,
+                "warning": f"gpuemu: {result.target}: {len(warned)} PRECONDITION case(s), passed under "
+                           f"preconditions='warn': {warned[0].line()}"}
     if bad:
         # the fuzzer's replay line names the store and target where needed (older ones: add the store)
         replay = bad[0].replay_line() if hasattr(bad[0], "replay_line") else \
@@ -149,8 +283,22 @@ def _outcome(result: Any, store: str | None) -> dict:
     return {"status": "passed", "message": "", "properties": props}
 
 
-def _report(outcome: dict, user_properties: list) -> None:
+class GpuemuPreconditionWarning(UserWarning):
+    """A launcher passed under ``preconditions="warn"`` although it is silently wrong outside an undeclared
+    precondition (the warning carries the PRECONDITION line)."""
+
+
+def _report(outcome: dict, user_properties: list, launcher: Callable | None = None) -> None:
     user_properties.extend(tuple(p) for p in outcome["properties"])
+    if outcome.get("warning"):
+        import warnings
+
+        code = getattr(getattr(launcher, "__wrapped__", None) or launcher, "__code__", None)
+        if code is not None:  # the warnings summary names the launcher's line, not the plugin's
+            warnings.warn_explicit(GpuemuPreconditionWarning(outcome["warning"]), GpuemuPreconditionWarning,
+                                   code.co_filename, code.co_firstlineno)
+        else:
+            warnings.warn(GpuemuPreconditionWarning(outcome["warning"]), stacklevel=2)
     if outcome["status"] == "failed":
         raise GpuemuFailure(outcome["message"])
     if outcome["status"] == "skipped":
@@ -159,10 +307,14 @@ def _report(outcome: dict, user_properties: list) -> None:
 
 def _run(config, nodeid: str, fn: Callable, kw: dict, user_properties: list) -> Any:
     import gpuemu
+    from gpuemu.errors import GpuemuError
 
     fkw = _fuzz_kwargs(config, nodeid, kw)
-    result = gpuemu.fuzz(fn, **fkw)
-    _report(_outcome(result, fkw["store"]), user_properties)
+    try:
+        result = gpuemu.fuzz(fn, **fkw)
+    except GpuemuError as e:  # a launcher that cannot take the op's arguments, no dtype left, a bad rule pack
+        raise GpuemuUsageError(f"{nodeid}: {e}") from None
+    _report(_outcome(result, fkw["store"]), user_properties, fn)
     return result
 
 
@@ -180,7 +332,7 @@ class GpuemuItem(pytest.Item):
         _run(self.config, self.nodeid, self.launcher, self.kwargs, self.user_properties)
 
     def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, GpuemuFailure):
+        if isinstance(excinfo.value, (GpuemuFailure, GpuemuUsageError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
@@ -202,8 +354,27 @@ def pytest_pycollect_makeitem(collector, name: str, obj: Any):
     marks = [m for m in getattr(obj, "pytestmark", []) if getattr(m, "name", None) == "gpuemu"]
     if not marks:
         return None
-    kw = _mark_kwargs(marks[-1], f"{collector.nodeid}::{name}")
+    try:
+        kw = _mark_kwargs(marks[-1], f"{collector.nodeid}::{name}")
+    except GpuemuUsageError as e:  # "ERROR collecting", the one line, no traceback (pytest's CollectError)
+        raise collector.CollectError(f"gpuemu usage error: {e}") from None
     return GpuemuItem.from_parent(collector, name=name, launcher=obj, kwargs=kw)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """A test function's own @pytest.mark.gpuemu (defaults for gpuemu_fuzz) is checked at collection too: a
+    mistake is pytest's usage error (exit 4, one line), before any test runs."""
+    bad = []
+    for item in items:
+        if isinstance(item, GpuemuItem):
+            continue
+        for mark in item.iter_markers("gpuemu"):
+            try:
+                _mark_kwargs(mark, item.nodeid)
+            except GpuemuUsageError as e:
+                bad.append(str(e))
+    if bad:
+        raise pytest.UsageError("gpuemu: " + bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
 
 
 @pytest.fixture
@@ -214,21 +385,21 @@ def gpuemu_fuzz(request) -> Callable[..., Any]:
     Returns the FuzzResult when every case passed.
     """
     marks = [m for m in request.node.iter_markers("gpuemu")]
-    base = _mark_kwargs(marks[0], request.node.nodeid) if marks else {}
+    base = _mark_kwargs(marks[0], request.node.nodeid) if marks else {}  # checked at collection already
     props = request.node.user_properties
 
     def run(launcher: Callable, op: str | None = None, **options: Any):
-        unknown = set(options) - _MARK_KEYS
-        if unknown:
-            raise pytest.UsageError(f"gpuemu_fuzz got unknown option {sorted(unknown)[0]!r}; "
-                                    f"allowed: {', '.join(sorted(_MARK_KEYS - {'op'}))}")
-        kw = dict(base, **options)
-        if op is not None:
-            kw["op"] = op
+        message = None
         try:
+            kw = dict(base, **_validated(dict(options, **({"op": op} if op is not None else {})), "gpuemu_fuzz"))
             return _run(request.config, request.node.nodeid, launcher, kw, props)
+        except GpuemuUsageError as e:
+            message = f"gpuemu usage error: {e}"
         except GpuemuFailure as e:
-            pytest.fail(str(e), pytrace=False)
+            message = str(e)
+        # outside the except block: the report is shown once (pytest.fail inside it chains the two exceptions,
+        # and pytest printed both, "During handling of the above exception...")
+        pytest.fail(message, pytrace=False)
 
     return run
 

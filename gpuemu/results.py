@@ -78,7 +78,7 @@ class FuzzResult:
     rejected_reason: str = ""
     framework_passes: int = 0  # cases outside the fp64 bound that PyTorch eager is as far from (see Oracle)
     requires: dict = field(default_factory=dict)
-    precondition_policy: str = "fail"  # fail: an undeclared precondition fails the run; warn: it is shown only
+    precondition_policy: str = "fail"  # fail: an undeclared precondition fails the run; warn/ignore: it does not
     interrupted: bool = False  # Ctrl-C: the result holds the cases that ran before it
     timed_out: int = 0  # cases that ran past the per-case time limit (ERROR verdicts of kind "timeout")
     case_timeout: float | None = None
@@ -100,7 +100,7 @@ class FuzzResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and (self.precondition_policy == "warn" or not self.preconditions) \
+        return not self.failed and (self.precondition_policy != "fail" or not self.preconditions) \
             and not (self.limits and self.limit_policy == "fail")
 
     @property
@@ -123,8 +123,8 @@ class FuzzResult:
             else:
                 s += f" · {real} failing seed{plural}, {kept} stored ({real - kept} not: {self._not_stored_reason()})"
         if self.precondition_cases:
-            first = self.preconditions[0].verdict.message.split(":")[0] if self.preconditions else ""
-            s += f" · {self.precondition_cases} PRECONDITION ({first}; declare it or make the launcher accept it)"
+            s += f" · {self.precondition_cases} PRECONDITION ({self._precondition_subject()}; declare it or make the " \
+                 "launcher accept it" + {"warn": "; warned only", "ignore": "; ignored"}.get(self.precondition_policy, "") + ")"
         if self.limits:
             s += f" · {self.limits} LIMIT: {self.envelope.get('text') or 'launches refused by the GPU'}" \
                  + (" (fatal: --limits fail)" if self.limit_policy == "fail" else "")
@@ -139,6 +139,23 @@ class FuzzResult:
         if self.stopped:
             s += f" · stopped: {self.stopped}"
         return s
+
+    def _precondition_subject(self) -> str:
+        """What the PRECONDITION cases need, over all of them: 'x, y must be contiguous' when one case needs x and
+        another y (each case's line names its own)."""
+        names: list[str] = []
+        other = ""
+        for f in self.preconditions:
+            head, sep, _ = f.verdict.message.partition(" must be contiguous")
+            if not sep:
+                other = other or f.verdict.message.split(":")[0]
+                continue
+            for n in head.split(" and "):
+                if n not in names:
+                    names.append(n)
+        if names:
+            return f"{', '.join(names)} must be contiguous"
+        return other
 
     def _not_stored_reason(self) -> str:
         return next((f.not_stored for f in self.failed if f.not_stored), "") or "not stored"

@@ -62,22 +62,25 @@ class ToleranceTable:
     entry for the op where there is one, else the table's own."""
 
     def __init__(self, entries: Mapping[str, Mapping[str, Mapping[str, float]]], source: str = "rulepack",
-                 by_device: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]] | None = None) -> None:
+                 by_device: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]] | None = None,
+                 device_sources: Mapping[str, str] | None = None) -> None:
         self._entries = entries
         self._source = source
         self._by_device = dict(by_device or {})
+        self._device_sources = dict(device_sources or {})  # the files a device's entries came from
 
     def get(self, op: str, dtype: str, device: str | None = None) -> Tolerance:
         kind = device_kind(device)
         own = self._by_device.get(kind, {}) if kind else {}
-        for table, where in ((own, f"{kind}."), (self._entries, "")):
+        dev_source = self._device_sources.get(kind or "", self._source)
+        for table, where, source in ((own, f"{kind}.", dev_source), (self._entries, "", self._source)):
             entry = table.get(op, {}).get(dtype)
             if entry is not None:
-                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{where}{op}.{dtype}")
-        for table, where in ((own, f"{kind}."), (self._entries, "")):
+                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{source}:{where}{op}.{dtype}")
+        for table, where, source in ((own, f"{kind}.", dev_source), (self._entries, "", self._source)):
             entry = table.get("default", {}).get(dtype)
             if entry is not None:
-                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{self._source}:{where}default.{dtype}")
+                return Tolerance(float(entry["rtol"]), float(entry["atol"]), f"{source}:{where}default.{dtype}")
         raise RulePackError(f"rule pack has no tolerance for op {op!r}, dtype {dtype} (nor a default); "
                             f"add tolerances.default.{dtype}: {{rtol: ..., atol: ...}}")
 

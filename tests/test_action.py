@@ -27,6 +27,17 @@ def test_action_is_composite_with_shell_on_every_run_step_and_no_expressions_in_
             assert "${{" not in step["run"], f"{step['name']}: inputs must reach scripts through env:"
     uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
     assert uses == ["actions/cache", "github/codeql-action/upload-sarif", "actions/upload-artifact"]
+    # an upload that cannot run (a fork's pull request, no code scanning) warns; the verdict step still decides
+    for step in steps:
+        if "upload" in step.get("uses", ""):
+            assert step.get("continue-on-error") is True, step["name"]
+    assert _step("Fail on a FAIL")["if"] == "always()"
+    # a runner without a GPU gets PyTorch's CPU build (PyPI's default torch pulls several GB of CUDA libraries)
+    install = _step("Install gpuemu")
+    assert ACTION["inputs"]["torch"]["default"] == "cpu" and install["env"]["INPUT_TORCH"] == "${{ inputs.torch }}"
+    assert "--index-url https://download.pytorch.org/whl/cpu" in install["run"]
+    for out in ("exit-code", "sarif", "html", "json", "junit", "attestation"):
+        assert ACTION["outputs"][out]["value"] == f"${{{{ steps.check.outputs.{out} }}}}"
     for ref in re.findall(r"inputs\.([\w-]+)", json.dumps(ACTION["runs"])):
         assert ref in ACTION["inputs"], ref
 
@@ -84,6 +95,7 @@ def test_check_step_writes_summary_outputs_sarif_html_and_the_verdict_step_fails
     assert "::group::gpuemu check" in res.stdout
     out = _outputs(proj / "gh_output")
     assert out["exit-code"] == "1" and out["sarif"] == "gpuemu-check.sarif" and out["html"] == "gpuemu-report.html"
+    assert out["json"] == "gpuemu-check.json" and out["junit"] == "gpuemu-check.junit.xml"
     summary = (proj / "gh_summary.md").read_text()
     assert summary.startswith("earlier step's summary\n")  # appended, not overwritten
     assert "## gpuemu check" in summary and "| :x: " in summary and "`kernels/add.py:add_stride`" in summary
@@ -106,8 +118,35 @@ def test_green_when_every_launcher_passes(project):
     assert _run_step("Fail on a FAIL", proj, gh, {}, outputs=out).returncode == 0
 
 
-def test_configuration_error_stops_at_the_check_step(project):
+def test_configuration_error_stops_at_the_check_step_and_names_no_stale_file(project):
     proj, gh = project
+    for name in ("gpuemu-check.sarif", "gpuemu-report.html", "gpuemu-check.json", "gpuemu-check.junit.xml"):
+        (proj / name).write_text("from an earlier run\n")  # stale files an upload step must not pick up
     res = _run_step("gpuemu check", proj, gh, {"manifest": "missing.toml"})
     assert res.returncode == 2 and "no such file" in res.stderr
-    assert _outputs(proj / "gh_output")["exit-code"] == "2"
+    assert _outputs(proj / "gh_output") == {"exit-code": "2"}
+    verdict = _run_step("Fail on a FAIL", proj, gh, {}, outputs={"exit-code": "2"})
+    assert verdict.returncode == 2 and "::error::gpuemu check could not run (exit 2)" in verdict.stdout
+
+
+def test_args_are_split_as_a_shell_splits_words_and_never_evaluated(project):
+    proj, gh = project
+    (proj / "pwned").unlink(missing_ok=True)
+    res = _run_step("gpuemu check", proj, gh, {"args": "-k 'add_str*' --store \"my store\" $(touch pwned)"})
+    # the quotes group (the glob and the folder name with a space reach gpuemu whole), $(...) stays text: gpuemu
+    # is given the words "$(touch" and "pwned)" and says it does not know them (exit 2), and nothing ran
+    assert res.returncode == 2 and "unrecognized arguments: $(touch pwned)" in res.stderr, res.stderr
+    assert not (proj / "pwned").exists()
+    res = _run_step("gpuemu check", proj, gh, {"args": "-k 'add_str*' --store \"my store\""})
+    assert res.returncode == 0, res.stderr
+    assert _outputs(proj / "gh_output")["exit-code"] == "1"
+    data = json.loads((proj / "gpuemu-check.json").read_text())
+    assert [k["target"].rsplit(":", 1)[1] for k in data["kernels"]] == ["add_stride"]
+    assert (proj / "my store" / "failures").is_dir()
+
+
+def test_unbalanced_quotes_in_args_are_one_line_exit_2(project):
+    proj, gh = project
+    res = _run_step("gpuemu check", proj, gh, {"args": "-k 'add"})
+    assert res.returncode == 2 and "gpuemu: error: args \"-k 'add\": No closing quotation" in res.stderr
+    assert _outputs(proj / "gh_output") == {"exit-code": "2"}

@@ -59,7 +59,7 @@ def test_statement_is_in_toto_with_subjects_and_predicate(signed):
     assert pred["run"]["seed"] == "0x2a" and pred["rulepacks"] == [{"name": "tol.yaml", "sha256": names["tol.yaml"]}]
     assert [(k["target"], k["verdict"], k["cases"], k["passed"], k["seed"]) for k in pred["kernels"]] == [
         ("kernels/a.py:a", "pass", 5, 5, "0x1"), ("kernels/b.py:b", "fail", 5, 1, "0x2")]
-    assert pred["summary"] == {"kernels": 2, "passed": 1, "verdicts": {"pass": 1, "fail": 1}, "cases": 10}
+    assert pred["summary"] == {"kernels": 2, "passed": 1, "verdicts": {"pass": 1, "fail": 1}, "cases": 10, "ok": False}
 
 
 def test_verify_ok_with_sources(signed, capsys):
@@ -172,3 +172,100 @@ def test_statement_round_trips_from_json(signed):
         "kernels": [], "seed": "0x1", "manifest": "m", "root": str(root), "device": "cpu", "rulepacks": [],
         "jobs": 1, "seconds": 0.0, "versions": {}, "started": "t"})))
     assert statement(result)["subject"] == [] and stmt["subject"]
+
+
+# ------------------------------------------------------------------ evidence that names its commit, and a pass policy
+
+
+def test_a_report_without_signatures_says_so(signed, capsys):
+    root, report, env = signed
+    report.write_text(json.dumps(dict(env, signatures=[])))
+    assert _verify_cli(report, root / "signer.pub") == 1
+    err = capsys.readouterr().err
+    assert "the report carries no signature" in err and "signed by key none" not in err
+
+
+def test_require_pass_fails_a_verified_report_whose_verdicts_fail(signed, capsys):
+    root, report, _ = signed
+    assert _verify_cli(report, root / "signer.pub") == 0  # authentic: verified
+    capsys.readouterr()
+    assert main(["verify", str(report), "--key", str(root / "signer.pub"), "--require-pass"]) == 1
+    err = capsys.readouterr().err
+    assert "VERIFIED" in err and "NOT PASSED: 1 of 2 launchers did not pass: kernels/b.py:b (fail)" in err
+
+
+def test_require_pass_accepts_a_report_where_every_launcher_passed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("def a(x):\n    return x\n")
+    result = CheckResult(kernels=[KernelResult(target=f"{tmp_path / 'a.py'}:a", op="add", seed=1, status="pass",
+                                               iterations=3, passed=3, statuses={"pass": 3})],
+                         seed=1, manifest=str(tmp_path / "pyproject.toml"), root=str(tmp_path), device="cpu",
+                         rulepacks=[], store=None, jobs=1, seconds=1.0, versions={"gpuemu": "0.1.0"}, started="t")
+    assert main(["keygen", "k"]) == 0
+    (tmp_path / "r.json").write_text(json.dumps(sign_check(result, key_path=tmp_path / "k.key")))
+    capsys.readouterr()
+    assert main(["verify", "r.json", "--key", "k.pub", "--require-pass", "--json", "v.json"]) == 0
+    assert "PASSED: every launcher of the report passed (1)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "v.json").read_text())["passed"] is True
+
+
+def test_statement_names_the_commit_the_ci_run_and_the_manifest(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    from gpuemu.check.provenance import provenance
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("def a(x):\n    return x\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.gpuemu.check]\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    gh = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/kernels", "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "2",
+          "GITHUB_SHA": head, "GITHUB_SERVER_URL": "https://github.com"}
+    prov = provenance(str(tmp_path), env=gh)
+    assert prov["git"] == {"commit": head, "dirty": False, "ref": "main"}
+    assert prov["ci"]["run_url"] == "https://github.com/acme/kernels/actions/runs/42" and prov["ci"]["sha"] == head
+    (tmp_path / "a.py").write_text("def a(x):\n    return -x\n")  # an uncommitted edit: the verdicts are of no commit
+    assert provenance(str(tmp_path), env={})["git"]["dirty"] is True and "ci" not in provenance(str(tmp_path), env={})
+    assert provenance("/", env={}) == {}  # not a repository: nothing claimed
+    result = CheckResult(kernels=[KernelResult(target=f"{tmp_path / 'a.py'}:a", op="add", seed=1, status="pass",
+                                               iterations=1, passed=1, statuses={"pass": 1})],
+                         seed=1, manifest=str(tmp_path / "pyproject.toml"), root=str(tmp_path), device="cpu",
+                         rulepacks=[], store=None, jobs=1, seconds=1.0, versions={"gpuemu": "0.1.0"}, started="t",
+                         provenance=prov)
+    stmt = statement(result)
+    assert {s["name"] for s in stmt["subject"]} == {"a.py", "pyproject.toml"}  # the manifest is a subject
+    assert stmt["predicate"]["source"]["commit"] == head and stmt["predicate"]["ci"]["run_id"] == "42"
+    assert main(["keygen", "k"]) == 0
+    (tmp_path / "r.json").write_text(json.dumps(sign_check(result, key_path=tmp_path / "k.key")))
+    capsys.readouterr()
+    assert main(["verify", "r.json", "--key", "k.pub"]) == 0
+    err = capsys.readouterr().err
+    assert f"commit {head} on main" in err and "CI: https://github.com/acme/kernels/actions/runs/42 (attempt 2)" in err
+
+
+def test_builtin_rule_pack_subjects_are_checked_against_this_gpuemu(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from gpuemu import config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("def a(x):\n    return x\n")
+    packs = [str(p) for p in config.builtin_rulepacks()]
+    result = CheckResult(kernels=[KernelResult(target=f"{tmp_path / 'a.py'}:a", op="add", seed=1, status="pass",
+                                               iterations=1, passed=1, statuses={"pass": 1})],
+                         seed=1, manifest=str(tmp_path / "m.toml"), root=str(tmp_path), device="cpu", rulepacks=packs,
+                         store=None, jobs=1, seconds=1.0, versions={"gpuemu": "0.1.0"}, started="t")
+    assert main(["keygen", "k"]) == 0
+    (tmp_path / "r.json").write_text(json.dumps(sign_check(result, key_path=tmp_path / "k.key")))
+    v = verify((tmp_path / "r.json").read_bytes(), public_key_path=tmp_path / "k.pub", sources=tmp_path)
+    assert v.ok and "gpuemu/rulepacks/default.yaml" in v.checked and not v.unchecked
+    # this gpuemu's default.yaml differs from the one that judged: named, not verified
+    fake = tmp_path / "builtin"
+    shutil.copytree(config.builtin_dir(), fake)
+    (fake / "default.yaml").write_text((fake / "default.yaml").read_text() + "\n# loosened\n")
+    monkeypatch.setattr(config, "builtin_dir", lambda: fake)
+    v = verify((tmp_path / "r.json").read_bytes(), public_key_path=tmp_path / "k.pub", sources=tmp_path)
+    assert not v.ok and any(p.startswith("gpuemu/rulepacks/default.yaml: sha256") for p in v.problems)

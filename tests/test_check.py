@@ -82,6 +82,9 @@ def test_exit_1_and_every_output(checked, capsys):
     assert by["add_stride"]["status"] not in ("pass", "rejected")
     leak = by["softmax_tail_leak"]
     assert leak["failures"][0]["line"].startswith("FAIL seed=0x") and "--store" in leak["failures"][0]["replay"]
+    # every replay line names its launcher (a store shared by a manifest's launchers holds many)
+    assert all(f["replay"].endswith(f"--target kernels/{k['target'].rsplit('/', 1)[1]}")
+               for k in data["kernels"] for f in k["failures"] if f["stored"])
     assert leak["worst"]["fp32"]["worst_ratio"] > 1
     # the matrix counts every case once per facet group
     cells = leak["matrix"]["fp32"]
@@ -156,22 +159,130 @@ def test_select_on_a_corpus_list_manifest(tmp_path, monkeypatch, capsys):
     assert [k["target"].rsplit(":", 1)[1] for k in data["kernels"]] == ["add"]
 
 
-@pytest.mark.parametrize("table, needle", [
-    ('[tool.gpuemu.check]\nkernelz = []\n', "tool.gpuemu.check.kernelz: unknown key"),
-    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "addd"\n',
-     "'addd' is not a known op"),
-    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "nowhere/*.py:f"\nop = "add"\n',
-     "no Python file matches"),
-    ('[tool.gpuemu.check]\niterations = 0\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "add"\n',
-     "iterations: must be >= 1"),
-])
-def test_manifest_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, table, needle):
+_ENTRY = '[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:softmax"\nop = "softmax"\n'
+_BAD_MANIFESTS = [  # (pyproject.toml, extra files, the one line's file: key, the words that explain it)
+    ('[tool.gpuemu.check]\nkernelz = []\n', {}, "tool.gpuemu.check.kernelz", "unknown key; did you mean 'kernels'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add"\nop = "addd"\n', {},
+     "kernels[0] (kernels/add.py:add).op", "'addd' is not a known op; did you mean 'add'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "nowhere/*.py:f"\nop = "add"\n', {},
+     "kernels[0] (nowhere/*.py:f).target", "no Python file matches"),
+    ('[tool.gpuemu.check]\niterations = 0\n' + _ENTRY, {}, "tool.gpuemu.check.iterations",
+     "expected a positive integer, got 0"),
+    # a function the file does not define: exit 2, not an ERROR row
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:no_such_func"\nop = "softmax"\n',
+     {}, "kernels[0] (kernels/softmax.py:no_such_func).target", "kernels/softmax.py defines no 'no_such_func'"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/softmax.py:softmx"\nop = "softmax"\n',
+     {}, "(kernels/softmax.py:softmx).target", "did you mean 'softmax'?"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/*.py:zzz*"\nop = "softmax"\n',
+     {}, "(kernels/*.py:zzz*).target", "no function matches 'zzz*'"),
+    ('[tool.gpuemu.check]\n[[tool.gpuemu.check.kernels]]\ntarget = "kernels/broken.py:f"\nop = "add"\n',
+     {"kernels/broken.py": "def f(x, y:\n    return x\n"}, "(kernels/broken.py:f).target", "line 1"),
+    # dtypes gpuemu does not know: exit 2, not an ERROR row (top level and per entry)
+    ('[tool.gpuemu.check]\ndtypes = ["fp32", "fp8"]\n' + _ENTRY, {}, "tool.gpuemu.check.dtypes",
+     "'fp8' is not a dtype gpuemu fuzzes"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'dtypes = ["int8"]\n', {}, "(kernels/softmax.py:softmax).dtypes",
+     "'int8' is not a dtype"),
+    # a mistyped entry key used to be ignored (and all three dtypes ran)
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'dtype = ["fp32"]\n', {}, "(kernels/softmax.py:softmax).dtype",
+     "unknown key; did you mean 'dtypes'? allowed: dtypes, framework, iterations, labels, op, preconditions, requires"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'store = "s"\n', {}, "(kernels/softmax.py:softmax).store",
+     "belongs at the top level"),
+    ('[tool.gpuemu.check]\nrequires = {contiguous = true}\n' + _ENTRY, {}, "tool.gpuemu.check.requires",
+     "belongs on each [[kernels]] entry"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'requires = {contiguous = ["q"]}\n', {},
+     "(kernels/softmax.py:softmax).requires", "softmax has no argument 'q'"),
+    ('[tool.gpuemu.check]\n' + _ENTRY + 'requires = {contiguos = true}\n', {},
+     "(kernels/softmax.py:softmax).requires", "unknown key 'contiguos'"),
+    ('[tool.gpuemu.check]\npreconditions = "maybe"\n' + _ENTRY, {}, "tool.gpuemu.check.preconditions",
+     "use one of fail, warn, ignore"),
+    ('[tool.gpuemu.check]\nseed = "abc"\n' + _ENTRY, {}, "tool.gpuemu.check.seed", "is not an integer"),
+    ('[tool.gpuemu.check]\nstrategy = "fast"\n' + _ENTRY, {}, "tool.gpuemu.check.strategy", "is not a strategy"),
+    ('[tool.gpuemu.check]\nrulepacks = ["ci/tol.yaml"]\n' + _ENTRY, {}, "tool.gpuemu.check.rulepacks",
+     "rule pack 'ci/tol.yaml' does not exist"),
+    ('[tool.gpuemu.check]\ndevice = "tpu"\n' + _ENTRY, {}, "tool.gpuemu.check.device", "use auto, cpu or cuda"),
+    ('[tool.gpuemu.check]\nframework = "mxnet"\n' + _ENTRY, {}, "tool.gpuemu.check.framework",
+     "framework 'mxnet' is not known"),
+    ('[tool.gpuemu.check\n', {}, "pyproject.toml: <toml>", "not valid TOML"),
+    # gpuemu.yaml's requires (globs) are checked against the op before anything runs too
+    ('[tool.gpuemu.check]\n' + _ENTRY, {"gpuemu.yaml": "requires:\n  'kernels/*.py:soft*': {contiguous: [q]}\n"},
+     "kernels[0] (kernels/softmax.py:softmax)", "softmax has no argument 'q' (arguments: x) (from requires: in "
+                                                "gpuemu.yaml)"),
+]
+
+
+@pytest.mark.parametrize("table, files, where, why", _BAD_MANIFESTS,
+                         ids=[f"{i}-{w.rsplit('.', 1)[-1][:20]}" for i, (_, _, w, _) in enumerate(_BAD_MANIFESTS)])
+def test_bad_manifest_is_one_line_exit_2_before_any_fuzz(tmp_path, monkeypatch, capsys, table, files, where, why):
     make_project(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "pyproject.toml").write_text(table)
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr("gpuemu.check.run.fuzz_one", lambda *a, **k: ran.append(a) or {})
+    assert main(["check", "-j", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("gpuemu: error: "), err
+    assert where in err and why in err, err
+    if "toml" not in where:
+        assert "pyproject.toml: " in err  # names the file
+    assert ran == []  # found before any launcher ran
+
+
+def test_yaml_syntax_error_is_one_line(tmp_path, monkeypatch, capsys):
+    make_project(tmp_path)
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "gpuemu.yaml").write_text("check:\n  kernels:\n    - {target: kernels/add.py:add, op: add\n"
+                                          "  iterations: [\n")
     monkeypatch.chdir(tmp_path)
     assert main(["check"]) == 2
     err = capsys.readouterr().err.strip()
-    assert needle in err and len(err.splitlines()) == 1 and err.startswith("gpuemu: error: ")
+    assert err.startswith("gpuemu: error: gpuemu.yaml: line 4, column") and "not valid YAML" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, why", [
+    (["--json", "/proc/nope/out.json"], "cannot write --json /proc/nope/out.json: the folder /proc/nope does not exist"),
+    (["--junit", "."], "cannot write --junit .: it is a directory"),
+    (["--sarif", "nonexistent/dir/x.sarif"], "the folder nonexistent/dir does not exist; create it first"),
+    (["--html", "kernels/add.py/r.html"], "cannot write --html kernels/add.py/r.html: the folder kernels/add.py is not"),
+    (["--attest", "missing.key"], "--attest missing.key: no such key file; create a key pair with 'gpuemu keygen'"),
+    (["--attest", "bad.key"], "--attest bad.key: not an unencrypted PEM private key"),
+    (["--json", "r.json", "--sarif", "r.json"], "--sarif r.json: --json writes the same file"),
+])
+def test_bad_output_or_key_is_one_line_exit_2_before_any_fuzz(tmp_path, monkeypatch, capsys, flags, why):
+    pytest.importorskip("cryptography")
+    make_project(tmp_path)
+    (tmp_path / "bad.key").write_text("not a key\n")
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr("gpuemu.check.run.fuzz_one", lambda *a, **k: ran.append(a) or {})
+    assert main(["check", "-j", "1", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and why in err, err
+    assert ran == [] and not (tmp_path / "nonexistent").exists()  # nothing ran, no folder was created
+
+
+def test_corpus_list_keeps_its_own_keys_as_labels_but_not_a_typo(tmp_path, monkeypatch):
+    from gpuemu.check.manifest import load
+
+    make_project(tmp_path)
+    (tmp_path / "corpus.yaml").write_text("- {target: kernels/add.py:add, op: add, correct: true, note: fine}\n")
+    assert load(tmp_path / "corpus.yaml").kernels[0].extra == {"correct": True, "note": "fine"}
+    (tmp_path / "corpus.yaml").write_text("- {target: kernels/add.py:add, op: add, iteration: 3}\n")
+    with pytest.raises(Exception, match=r"kernels\[0\] \(kernels/add.py:add\).iteration: unknown key; did you mean "
+                                        r"'iterations'"):
+        load(tmp_path / "corpus.yaml")
+    # the bundled corpus loads: none of its own keys is taken for a typo
+    assert len(load(os.path.join(ROOT, "examples", "kernels", "manifest.yaml")).kernels) >= 70
+
+
+def test_allowed_keys_are_one_table():
+    from gpuemu.check import manifest
+
+    assert manifest.allowed("entry") == sorted(k for k, v in manifest.KEYS.items() if v.where in ("entry", "both"))
+    assert "kernels" in manifest.allowed("top") and "target" not in manifest.allowed("top")
+    assert {"requires", "labels"} <= set(manifest.allowed("entry"))
 
 
 def test_no_manifest_is_exit_2(tmp_path, monkeypatch, capsys):
@@ -232,7 +343,8 @@ def test_unknown_and_rejected_statuses_are_handled_generically(tmp_path):
     log = sarif_log(r)
     assert sorted(sarif_validator().iter_errors(log), key=str) == []
     (res,) = log["runs"][0]["results"]
-    assert res["ruleId"] == "weird.novel" and res["level"] == "warning"
+    # an unknown status counts against the kernel (exit 1), so it is an error in SARIF too: one level everywhere
+    assert res["ruleId"] == "weird.novel" and res["level"] == "error"
     assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
     assert CheckResult.from_dict(json.loads(json.dumps(r.to_dict()))).to_dict() == r.to_dict()
     from gpuemu.report.html import render
@@ -247,3 +359,141 @@ def test_a_broken_rule_pack_is_exit_2_before_any_fuzzing(tmp_path, monkeypatch, 
     assert main(["check", "--rulepack", "bad.yaml", "-j", "1"]) == 2
     err = capsys.readouterr().err
     assert "bad.yaml: fuzz.iterationz" in err and "PASS" not in err
+
+
+# ------------------------------------------------------------------ requires: the same everywhere; one PRECONDITION policy
+
+
+def _stride_project(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(os.path.join(ROOT, "examples", "kernels", "add.py"), tmp_path / "kernels" / "add.py")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gpuemu.check]\niterations = 4\nseed = 7\ndtypes = ["fp32"]\njobs = 1\n'
+        '[[tool.gpuemu.check.kernels]]\ntarget = "kernels/add.py:add_stride"\nop = "add"\n')
+    return tmp_path
+
+
+def test_requires_globs_of_gpuemu_yaml_hold_in_fuzz_and_check_alike(tmp_path, monkeypatch, capsys):
+    # add_stride is silently wrong on strided input: PRECONDITION (exit 1) until its callers' guarantee is declared
+    proj = _stride_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "--store", "s"]) == 1
+    assert "PRECONDITION" in capsys.readouterr().err
+    (proj / "gpuemu.yaml").write_text("requires:\n  'kernels/*.py:add_str*': {contiguous: true}\n")  # a glob key
+    assert main(["fuzz", "kernels/add.py:add_stride", "--op", "add", "-n", "4", "--seed", "7", "--dtype", "fp32",
+                 "--store", "s"]) == 0
+    assert main(["check", "--store", "s", "--json", "r.json"]) == 0
+    k = json.loads((proj / "r.json").read_text())["kernels"][0]
+    assert k["status"] == "pass" and k["statuses"] == {"pass": 4}
+
+
+def test_requires_of_a_manifest_entry_and_the_same_to_ray_tasks(tmp_path, monkeypatch, capsys):
+    proj = _stride_project(tmp_path)
+    with open(proj / "pyproject.toml", "a") as f:
+        f.write("requires = {contiguous = [\"x\", \"y\"]}\n")
+    monkeypatch.chdir(proj)
+    assert main(["check", "--store", "s"]) == 0
+    assert "1/1 kernels passed" in capsys.readouterr().err
+    # a Ray task gets exactly what a local worker gets (resolved on the driver): captured, not started
+    from gpuemu.check import on_ray, run as run_mod
+
+    local, remote = [], []
+    real = run_mod.fuzz_one
+    monkeypatch.setattr(run_mod, "fuzz_one", lambda e, **kw: local.append(kw) or real(e, **kw))
+    assert main(["check", "--store", "s"]) == 0
+
+    def execute(tasks, *, address, root, store, device, num_cpus, done):
+        for i, (e, kw) in enumerate(tasks):
+            remote.append(kw)
+            done(i, real(e, **kw))
+        return 1
+
+    monkeypatch.setattr(on_ray, "require_ray", lambda: None)
+    monkeypatch.setattr(on_ray, "execute", execute)
+    assert main(["check", "--store", "s", "--ray"]) == 0
+    drop = ("compile_workers",)  # local 1-worker runs compile in the loop; tasks run side by side
+    assert [{k: v for k, v in kw.items() if k not in drop} for kw in remote] == \
+        [{k: v for k, v in kw.items() if k not in drop} for kw in local]
+    assert local[0]["requires"]["contiguous"] == ["x", "y"] and local[0]["preconditions"] == "fail"
+
+
+def _precondition_result(tmp_path, policy: str) -> CheckResult:
+    r = _synthetic(tmp_path)
+    k = r.kernels[1]
+    k.status, k.statuses, k.policy = "precondition", {"pass": 1, "precondition": 2}, policy
+    k.failures[0] = dict(k.failures[0], line="PRECONDITION seed=0x1 dtype=fp32 shape=[3] x must be contiguous: ...",
+                         verdict={"status": "precondition", "kind": "mismatch", "detail": "why"})
+    return r
+
+
+@pytest.mark.parametrize("policy, level", [("fail", "fail"), ("warn", "warn"), ("ignore", "pass")])
+def test_one_precondition_policy_rendered_the_same_in_every_format(tmp_path, policy, level):
+    from gpuemu.report.html import render
+
+    r = _precondition_result(tmp_path, policy)
+    k = r.kernels[1]
+    assert k.level == level and k.ok == (level != "fail") and r.ok == (level != "fail")
+    word = {"fail": "PRECONDITION", "warn": "PRECONDITION (warn)", "pass": "PRECONDITION (ignored)"}[level]
+    text = summary_text(r)
+    assert f"\n{word}" in text
+    assert ("2/2 kernels passed (1 precondition " + {"warn": "warned)", "pass": "ignored)"}[level]
+            if level != "fail" else "1/2 kernels passed (1 precondition)") in text
+    md = summary_markdown(r)
+    icon = {"fail": ":x:", "warn": ":warning:", "pass": ":white_check_mark:"}[level]
+    assert f"| {icon} {word} | `k.py:launch`" in md
+    tcs = {tc.get("name"): tc for tc in ET.fromstring(junit_xml(r).split("\n", 1)[1]).iter("testcase")}
+    tc = tcs["launch[softmax]"]
+    assert (tc.find("failure") is not None) == (level == "fail")
+    assert ("warning (PRECONDITION (warn)" in tc.find("system-out").text) == (level == "warn")
+    results = sarif_log(r)["runs"][0]["results"]
+    assert [x["level"] for x in results] == {"fail": ["error"], "warn": ["warning"], "pass": []}[level]
+    html = render(r)
+    assert f'class="row-{level}" id="row-1"' in html
+    assert ('<span class="verdict ok"' in html) == (level != "fail")
+
+
+def test_preconditions_flag_of_check_warns_and_passes_the_gate(tmp_path, monkeypatch, capsys):
+    proj = _stride_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "--preconditions", "warn", "--markdown", "s.md", "--json", "r.json"]) == 0
+    err = capsys.readouterr().err
+    assert "PRECONDITION (warn)" in err and "1/1 kernels passed (1 precondition warned)" in err
+    assert "· 1 launcher · 1 worker ·" in err  # not "1 launchers"
+    # not on a terminal: the first-failure column whole, not cut with "…"
+    assert "the same case with contiguous inputs passes)" in err and "…" not in err
+    # the store the records went to, named even when it is the default
+    assert json.loads((proj / "r.json").read_text())["store"] == str(proj / ".gpuemu")
+    assert ":warning: PRECONDITION (warn)" in (proj / "s.md").read_text()
+    (proj / "gpuemu.yaml").write_text("oracle: {preconditions: ignore}\n")  # the project file, below the flag
+    assert main(["check", "--store", "s"]) == 0
+    assert main(["check", "--store", "s", "--preconditions", "fail"]) == 1
+
+
+def test_a_max_over_nans_leaves_no_stray_warning(monkeypatch):
+    # Triton's interpreter reduces tl.max with np.nanmax, which warned "All-NaN slice encountered" onto the user's
+    # stderr for a kernel whose block is all NaN; the verdict judges the NaN, the warning was noise
+    import warnings
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gpuemu.runners import run_launcher
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    @triton.jit
+    def _max_kernel(x_ptr, y_ptr, N: tl.constexpr):
+        tl.store(y_ptr, tl.max(tl.load(x_ptr + tl.arange(0, N)), axis=0))
+
+    def launch(x):
+        y = torch.empty(1)
+        _max_kernel[(1,)](x, y, N=4)
+        return y
+
+    for runtime in (False, True):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = run_launcher(launch, [torch.full((4,), float("nan"))], {}, device="cpu", runtime=runtime)
+        assert out.error is None and torch.isnan(out.output).all()
+        assert [str(w.message) for w in seen if "NaN" in str(w.message)] == []

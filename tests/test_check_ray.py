@@ -74,6 +74,7 @@ def _stored(store):
     return sorted(p.name for p in (store / "failures").glob("*.json")), sorted(p.name for p in (store / "snapshots").glob("*"))
 
 
+@pytest.mark.slow  # a local Ray cluster, 20-40 s; the driver side of the task interface stays in the default run (test_check.py)
 @pytest.mark.ray
 def test_ray_gives_the_local_verdicts_and_store_and_retries_a_lost_worker(tmp_path, monkeypatch, capsys):
     pytest.importorskip("ray")
@@ -94,9 +95,11 @@ def test_ray_gives_the_local_verdicts_and_store_and_retries_a_lost_worker(tmp_pa
     # every replay line names the driver's store and runs without Ray
     doc = json.loads((proj / "ray.json").read_text())
     replays = [f["replay"] for k in doc["kernels"] for f in k["failures"]]
-    assert replays and all(f"--store {proj / 'ray'}" in r for r in replays)
-    seed = replays[0].split()[2]
-    got = subprocess.run([sys.executable, "-m", "gpuemu", "reproduce", seed, "--store", str(proj / "ray")],
+    # (relative to the working directory, as a local run's lines; each names its launcher)
+    assert replays and all(" --store ray --target kernels/" in r for r in replays)
+    local_replays = [f["replay"] for k in json.loads((proj / "local.json").read_text())["kernels"] for f in k["failures"]]
+    assert [r.replace("--store ray", "--store local") for r in replays] == local_replays
+    got = subprocess.run([sys.executable, "-m", "gpuemu", *replays[0].split()[1:]],  # pasted as printed
                          capture_output=True, text=True, cwd=proj, env=dict(os.environ, TRITON_INTERPRET="1"))
     assert got.returncode == 1 and "reproduced" in (got.stdout + got.stderr).lower(), got.stdout + got.stderr
 

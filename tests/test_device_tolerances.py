@@ -109,3 +109,14 @@ def test_a_cpu_worker_compiles_the_launch_checks_of_the_cases_from_the_last_back
     run.processes[0].join(180)
     assert run.processes[0].exitcode == 0
     assert list(tmp_path.rglob("*.gpuemu-limits.json"))  # the checks of cases 3 and 2
+
+
+def test_a_tolerances_source_names_only_the_files_that_hold_tolerances_for_its_device():
+    # the CPU's bound came from default.yaml and calibrated.yaml; it used to list every rule pack, the CUDA one too
+    from gpuemu import config
+
+    table = config.resolve().tolerance_table()
+    cpu = table.get("softmax", "fp32").source
+    assert cpu.startswith("default.yaml+calibrated.yaml:") and "cuda" not in cpu and "hook.yaml" not in cpu
+    cuda = table.get("softmax", "fp32", device="cuda").source
+    assert "calibrated-cuda.yaml" in cuda and ":cuda.softmax.fp32" in cuda

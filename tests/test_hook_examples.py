@@ -29,6 +29,7 @@ def _losses(out):
     return [ln.split()[-1] for ln in out.splitlines() if ln.startswith("step ")]
 
 
+@pytest.mark.slow  # ~10 s of training; the hook's divergences are tested fast in test_hook.py
 def test_train_example_same_losses_and_the_planted_divergence(tmp_path):
     plain = _run(["--no-hook"], tmp_path)
     hooked = _run([], tmp_path)

@@ -32,6 +32,7 @@ def _clean():
     llama_tiny.set_bug(None)
 
 
+@pytest.mark.slow  # ~18 s of training on the CPU; the hook's sources are tested fast in test_hook*.py
 def test_llama_tiny_trains_bit_for_bit_and_every_source_is_checked(tmp_path):
     base = run_one(_cfg(tmp_path, backend="inductor"))  # backend = the inner one (aot_eager), no hook
     hooked = run_one(_cfg(tmp_path, backend="gpuemu", hook_settings=CHECK_ALL))

@@ -198,8 +198,10 @@ def test_jax_shadow_checks_sampled_calls_and_stores_a_replayable_divergence(otel
     assert rt.stats.checks == 2 and [d.source for d in rt.divergences] == ["shadow"]
     d = rt.divergences[0]
     assert "softmax_no_max vs softmax fp64 reference" in d.line
-    jax.jit(lambda v: sh.softmax_no_max(v))(x)  # traced inside an outer jit: no values, no check
+    jax.jit(lambda v: sh.softmax_no_max(v))(x)  # traced inside an outer jit: no values, no check, but counted
     assert rt.stats.checks == 2 and rt.stats.internal_errors == 0
+    assert rt.stats.skip_reasons == {"jax call traced inside an outer jax.jit (no values): decorate the outermost "
+                                     "eager function": 1}
     record, tensors = Store(rt.settings.store).fetch(d.seed)
     assert record["hook"]["framework"] == "jax"
     replay = hook.replay_record(record, tensors)  # re-runs the Pallas launcher on the stored bytes
@@ -240,3 +242,66 @@ def test_import_gpuemu_and_its_decorators_load_neither_framework():
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------------ what a JAX user meets first
+
+PALLAS_NOT_INTERPRETED = """
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def _kernel(x_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+def softmax(x):
+    x2 = x.reshape(-1, x.shape[-1])
+    m, n = x2.shape
+    return pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype), grid=(m,),
+                          in_specs=[pl.BlockSpec((1, n), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((1, n), lambda i: (i, 0)), interpret=False)(x2).reshape(x.shape)
+"""
+
+MIXED = """
+import torch  # the project uses torch elsewhere
+import jax.numpy as jnp
+
+
+def softmax(x):
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+"""
+
+
+def test_a_pallas_kernel_that_cannot_run_here_says_why_at_the_users_line(tmp_path, monkeypatch, capsys):
+    from gpuemu.cli import main
+
+    (tmp_path / "pk.py").write_text(PALLAS_NOT_INTERPRETED)
+    monkeypatch.chdir(tmp_path)
+    assert main(["fuzz", "pk.py:softmax", "--op", "softmax", "-n", "3", "--seed", "1", "--dtype", "fp32",
+                 "--store", "s", "--no-shrink"]) == 1
+    err = capsys.readouterr().err
+    assert "every case raised the same error: launcher raised ValueError: Only interpret mode is supported on CPU " \
+           "backend. (a Pallas kernel with interpret=False runs only on a GPU or TPU; on this CPU pass " \
+           "interpret=True to pl.pallas_call" in err
+    # the location is the user's pallas_call line, not a frame inside jax/_src
+    assert f"({tmp_path / 'pk.py'}:16)" in err and "jax/_src" not in err
+
+
+def test_a_jax_launcher_in_a_module_that_imports_torch_gets_a_framework_hint(tmp_path, monkeypatch, capsys):
+    from gpuemu.cli import main
+
+    (tmp_path / "mixed.py").write_text(MIXED)
+    monkeypatch.chdir(tmp_path)
+    assert main(["fuzz", "mixed.py:softmax", "--op", "softmax", "-n", "3", "--seed", "1", "--dtype", "fp32",
+                 "--store", "s", "--no-shrink"]) == 1
+    err = capsys.readouterr().err
+    assert "hint: its module imports JAX as well as torch, so it ran as a torch launcher: if it takes JAX arrays, " \
+           "pass --framework jax" in err
+    capsys.readouterr()
+    assert main(["fuzz", "mixed.py:softmax", "--op", "softmax", "-n", "3", "--seed", "1", "--dtype", "fp32",
+                 "--store", "s", "--framework", "jax"]) == 0

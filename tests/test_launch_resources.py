@@ -182,6 +182,7 @@ def test_a_huge_kernel_is_judged_from_its_ttgir_with_a_lower_bound():
     assert r[0].message() == "k needs at least 1,048,576 B shared memory on sm_90, limit 232,448"
 
 
+@pytest.mark.slow  # every corpus launch compiled, ~5 s; the allocation passes are tested alone above
 def test_limits_from_the_allocation_passes_equal_make_llirs_on_corpus_launches(tmp_path, monkeypatch):
     """aot._allocate (the passes of make_llir up to shared memory allocation) gives the figures of the full
     make_llir stage on the corpus's launches (dots, online softmax, Welford, scans, reductions, both targets)."""

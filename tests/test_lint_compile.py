@@ -31,6 +31,7 @@ def _rules(result, kernel_part):
     return sorted({(f.rule, f.target) for f in result.findings if kernel_part in f.kernel})
 
 
+@pytest.mark.slow  # 12-30 s of AOT compiles; the baseline compare is tested fast by the CLI test below
 def test_planted_regression_is_flagged_against_the_baseline_and_unchanged_kernel_is_not(workdir, cache):
     root, src = workdir
     sources = [f"{src}:scale_rows_example,add_example"]

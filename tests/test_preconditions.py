@@ -201,3 +201,18 @@ def test_sizes_are_drawn_under_declared_caps_so_the_ops_constraints_hold():
     assert any(c.shape_kind == "real_size" for c in drawn)
     unclamped = [req.apply(generate("attention", s, dtype="fp16")) for s in range(3000)]
     assert any(c.spec.check_dims(c.dims, c.kwargs) is not None for c in unclamped)  # what the caps prevent
+
+
+def test_the_summary_names_every_argument_the_precondition_cases_name():
+    from gpuemu.cases import generate
+    from gpuemu.compare import PRECONDITION, Verdict
+    from gpuemu.results import Failure, FuzzResult
+
+    case = generate("add", 1, dtype="fp32")
+    msgs = ["y must be contiguous: silently wrong otherwise (...)", "x must be contiguous: silently wrong otherwise",
+            "x and out must be contiguous: silently wrong otherwise"]
+    r = FuzzResult(target="t.py:f", op="add", seed=1, iterations=5, passed=2, failed_cases=3, precondition_cases=3,
+                   failures=[Failure(case=case, verdict=Verdict(PRECONDITION, "mismatch", m)) for m in msgs])
+    assert "3 PRECONDITION (y, x, out must be contiguous; declare it or make the launcher accept it)" in r.summary()
+    r.precondition_policy = "warn"
+    assert r.ok and "; warned only)" in r.summary()

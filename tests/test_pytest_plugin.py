@@ -142,6 +142,7 @@ add = pytest.mark.gpuemu(op="add", iterationz=3)(add)
     assert "unknown keyword 'iterationz'" in res.stderr.str() + res.stdout.str()
 
 
+@pytest.mark.slow  # two pytest sessions and a local Ray cluster, 25-35 s
 @pytest.mark.ray
 def test_ray_route_gives_the_local_outcomes_seeds_and_store(project):
     # --gpuemu-ray: the marked launchers run as tasks on a local Ray cluster; outcomes, seeds and the stored
@@ -189,3 +190,137 @@ sys.modules["ray"] = None  # import ray -> ImportError
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: --gpuemu-ray needs Ray: pip install 'gpuemu[ray]'" in out and "Traceback" not in out
+
+
+# ------------------------------------------------------------------ usage errors, one report, requires and the policy
+
+FLAT = '''
+import torch
+import triton
+from kernels import _add_kernel
+
+
+def add_flat(x, y):  # right on contiguous inputs, silently wrong on strided ones: a PRECONDITION
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = out.numel()
+    _add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+    return out
+
+
+# the same launcher under other names (a marker marks the function object: one object per marker)
+def add_flat_declared(x, y):
+    return add_flat(x, y)
+
+
+def add_flat_marked(x, y):
+    return add_flat(x, y)
+
+
+def add_flat_warned(x, y):
+    return add_flat(x, y)
+'''
+
+
+MORE = '''
+import kernels
+
+
+def test_bad_op(gpuemu_fuzz):
+    gpuemu_fuzz(kernels.add, op="softmaxx")
+
+
+def test_bad_dtype(gpuemu_fuzz):
+    gpuemu_fuzz(kernels.add, op="add", dtypes=["fp8"])
+
+
+def test_wrong_signature(gpuemu_fuzz):
+    gpuemu_fuzz(kernels.add, op="softmax")
+
+
+def test_buggy_once(gpuemu_fuzz):
+    gpuemu_fuzz(kernels.add_buggy, op="add", dtypes=["fp32"])
+'''
+
+FLAT_TESTS = '''
+import pytest
+import flat
+
+undeclared = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(flat.add_flat)
+declared = pytest.mark.gpuemu(op="add", dtypes=["fp32"])(flat.add_flat_declared)
+marked = pytest.mark.gpuemu(op="add", dtypes=["fp32"], requires={"contiguous": True})(flat.add_flat_marked)
+warned = pytest.mark.gpuemu(op="add", dtypes=["fp32"], preconditions="warn")(flat.add_flat_warned)
+'''
+
+
+def test_usage_errors_one_report_requires_and_the_precondition_policy(project):
+    # one session (each costs seconds): the fixture's usage errors are one line, a failure is reported once, and
+    # requires (the marker's, and gpuemu.yaml's glob on the launcher's file) and preconditions='warn' hold
+    project.makepyfile(flat=FLAT, test_more=MORE, test_flat=FLAT_TESTS)
+    (project.path / "gpuemu.yaml").write_text("requires:\n  'fla*.py:*_declared': {contiguous: true}\n")
+    junit = project.path / "more.xml"
+    res = project.runpytest_subprocess("-p", "no:cacheprovider", "--gpuemu-iterations", "12", "--gpuemu-store",
+                                       str(project.path / "store"), "test_more.py", "test_flat.py", "-v", "-W",
+                                       "default", f"--junitxml={junit}", timeout=300)
+    out = res.stdout.str()
+    res.assert_outcomes(passed=3, failed=5)
+    assert "gpuemu usage error: gpuemu_fuzz: op='softmaxx': op='softmaxx' is not a known op; did you mean 'softmax'?" in out
+    assert "gpuemu usage error: gpuemu_fuzz: dtypes=['fp8']: 'fp8' is not a dtype gpuemu fuzzes" in out
+    assert "cannot be called as softmax's launcher" in out
+    assert "Traceback" not in out and "During handling" not in out and "pytest_plugin.py" not in out
+    # the warning names the launcher's def line, not the plugin's
+    line = (project.path / "flat.py").read_text().split("\n").index("def add_flat_warned(x, y):") + 1
+    assert f"flat.py:{line}: GpuemuPreconditionWarning" in out
+    assert out.count("Greatest absolute difference:") == 2  # the buggy fixture test's report once, undeclared's once
+    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
+    text = cases["test_buggy_once"].find("failure").text
+    assert text.count("Greatest absolute difference:") == 1 and "During handling" not in text
+    assert cases["test_bad_op"].find("failure").get("message").startswith("Failed: gpuemu usage error")
+    assert "test_flat.py::undeclared FAILED" in out and "PRECONDITION seed=0x" in out
+    assert "test_flat.py::declared PASSED" in out and "test_flat.py::marked PASSED" in out
+    assert "test_flat.py::warned PASSED" in out
+    assert "GpuemuPreconditionWarning" in out and "passed under preconditions='warn'" in out
+
+
+BAD_MARKERS = [
+    ('op="softmaxx"', "op='softmaxx': op='softmaxx' is not a known op; did you mean 'softmax'?"),
+    ('op="add", dtypes=["fp8"]', "dtypes=['fp8']: 'fp8' is not a dtype gpuemu fuzzes"),
+    ('op="add", requires={"contiguous": ["q"]}', "requires: precondition contiguous='q': add has no argument 'q'"),
+]
+
+
+def test_a_bad_marker_is_a_collection_error_without_a_traceback(pytester):
+    # one session: each module's collection error is reported, one line each
+    for i, (marker, _) in enumerate(BAD_MARKERS):
+        pytester.makepyfile(**{f"test_bad{i}": f'''
+import pytest
+
+
+def add(x, y):
+    return x + y
+
+
+add = pytest.mark.gpuemu({marker})(add)
+'''})
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    for i, (_, message) in enumerate(BAD_MARKERS):
+        assert f"ERROR collecting test_bad{i}.py" in out
+        assert f"gpuemu usage error: test_bad{i}.py::add: @pytest.mark.gpuemu: {message}" in out
+    assert "Traceback" not in out and "pytest_plugin.py" not in out
+
+
+def test_a_bad_marker_on_a_test_function_is_a_usage_error(pytester):
+    pytester.makepyfile(test_bad='''
+import pytest
+
+
+@pytest.mark.gpuemu(op="add", iterations=0)
+def test_it(gpuemu_fuzz):
+    pass
+''')
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "gpuemu: test_bad.py::test_it: @pytest.mark.gpuemu: iterations=0: expected a positive integer" in out
+    assert "Traceback" not in out

@@ -176,6 +176,7 @@ def test_a_block_shape_triton_rejects_is_still_rejected_after_valid_ones_were_ca
         _bad_shape_kernel[(3,)](y, N=6)
 
 
+@pytest.mark.slow  # the whole corpus, ~16 s; each fast operation is tested alone above
 def test_the_corpus_runs_bit_for_bit_the_same_with_and_without_the_fast_paths(rt, monkeypatch):
     """Every launcher of examples/kernels on fp32 (two seeds), fp16 and bf16 cases: the runtime with its fast
     paths (operators, constructors, overflow check; batched grid) gives the bits, or the error, that it

@@ -206,6 +206,7 @@ def test_a_changed_module_global_is_a_new_specialisation(fresh, monkeypatch):
     assert torch.equal(y, x * 3)
 
 
+@pytest.mark.slow  # the whole corpus, ~11 s; the invariant-values corpus run and the unit tests stay in the default run
 def test_the_corpus_replays_bit_for_bit(fresh, monkeypatch):
     """Every launcher of examples/kernels, fp32/fp16/bf16 batched and fp32 one program at a time: the first
     launch (noting the specialisation), the second (recording), the third (replaying as recorded) and the

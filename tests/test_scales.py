@@ -70,8 +70,12 @@ def test_exp2_softmax_at_large_magnitude_is_within_its_scale(dtype):
     assert ORACLE.compare(spec, name, {"x": x}, {}, out.to(dtype)).status == PASS
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-def test_the_correctly_rounded_result_always_passes(dtype):
+# every op x 40 cases takes 15-19 s a dtype: the default run takes 10 cases of fp16 (where the soak found the false
+# positive), the 40 of every dtype run under -m slow
+@pytest.mark.parametrize("dtype, cases", [pytest.param("fp32", 40, marks=pytest.mark.slow), ("fp16", 10),
+                                          pytest.param("fp16", 40, marks=pytest.mark.slow),
+                                          pytest.param("bf16", 40, marks=pytest.mark.slow)])
+def test_the_correctly_rounded_result_always_passes(dtype, cases):
     """The exact result rounded once to the dtype is the best any kernel can return: it passes every case,
     whatever the fitted rtol (regression: rtol < unit roundoff failed the correct attention kernel, fp16, D=1)."""
 
@@ -79,7 +83,7 @@ def test_the_correctly_rounded_result_always_passes(dtype):
         spec = ops.get(name)
         if spec.out_kind != "float":
             continue
-        for i in range(40):
+        for i in range(cases):
             inputs, kwargs = materialize(generate(name, derive_seed(11, i), dtype=dtype))
             ref, _ = reference(spec, to_reference_inputs(spec, inputs), kwargs)
             v = ORACLE.compare(spec, dtype, inputs, kwargs, ref.to(torch_dtype(dtype)))

@@ -123,3 +123,39 @@ def test_triton_after_tensorflow_does_not_crash_the_process():
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "ok 2 True"
+
+
+TF_MODULE = """
+import os
+import tensorflow as tf
+
+os.write(2, b"a line of the module's own, kept\\n")
+
+
+@tf.function
+def softmax(x):
+    return tf.nn.softmax(x, axis=-1)
+"""
+
+
+def test_tensorflows_load_notices_and_retracing_warnings_stay_out_of_the_report(tmp_path):
+    (tmp_path / "tfops.py").write_text(TF_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = ROOT
+    p = subprocess.run([sys.executable, "-m", "gpuemu", "fuzz", "tfops.py:softmax", "--op", "softmax", "-n", "12",
+                        "--seed", "1", "--dtype", "fp32", "--store", "s"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for noise in ("oneDNN", "absl::InitializeLog", "cpu_feature_guard", "retracing", "To enable the following"):
+        assert noise not in p.stderr, noise
+    assert p.stderr.count("a line of the module's own, kept") == 1  # only TensorFlow's notices are held back
+    assert "Passed: 12/12" in p.stderr
+
+
+def test_an_overflow_hint_names_max_subtraction_only_where_exp_is_the_cause():
+    from gpuemu import ops
+    from gpuemu.explain import value_hint
+
+    assert "missing max-subtraction" in value_hint(ops.get("softmax"), "large_spread")
+    rms = value_hint(ops.get("rmsnorm"), "large_spread")
+    assert "max-subtraction" not in rms and "squares or products of large values" in rms

@@ -11,26 +11,211 @@ It lives in ``pyproject.toml``::
     [[tool.gpuemu.check.kernels]]
     target = "kernels/*.py:softmax*"   # globs on the file and on the function name
     op = "softmax"
-    iterations = 100                     # any run setting may be overridden per entry
+    iterations = 100                   # any run setting may be overridden per entry
+    requires = {contiguous = ["x"]}    # what this launcher's callers guarantee
 
 or under a ``check:`` key of ``gpuemu.yaml`` (same keys). A plain YAML list of ``{target, op, ...}`` entries,
-such as ``examples/kernels/manifest.yaml``, is also a manifest (extra keys are kept for ``--select``).
+such as ``examples/kernels/manifest.yaml``, is also a manifest: a corpus, whose entries may carry annotations of
+their own (kept as labels for ``--select``); elsewhere annotations go under ``labels:``.
+
+Everything is validated when the manifest loads, before any kernel runs: each key against :data:`KEYS` (one
+table: where a key may appear, how its value is checked, what it means), ops and dtypes known, ``requires``
+names real arguments and dims, targets name files that exist and functions those files define. A mistake is a
+:class:`~gpuemu.errors.RulePackError` of one line naming the file, the entry and the key (exit 2 on the CLI).
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import fnmatch
 import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from ..errors import RulePackError
+from ..errors import GpuemuError, RulePackError
 
-_RUN_KEYS = {"iterations": int, "seed": int, "dtypes": list, "strategy": str, "rulepacks": list}
-_TOP_KEYS = set(_RUN_KEYS) | {"kernels", "store", "jobs", "device"}
-_ENTRY_KEYS = set(_RUN_KEYS) | {"target", "op"}
+TOP, ENTRY, BOTH = "top", "entry", "both"
+
+
+class _Bad(ValueError):
+    """A value a key's check refuses; the loader adds the file, entry and key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One manifest key: where it may appear (``top``: the ``[tool.gpuemu.check]`` table, ``entry``: a
+    ``kernels`` entry, ``both``: either, the entry's value winning), how its value is checked and normalised
+    (``check(value, ctx) -> value``, raising ``_Bad(reason)``), and a line for the allowed-keys message."""
+
+    name: str
+    where: str
+    check: Callable[[Any, "_Ctx"], Any]
+    text: str
+    required: bool = False
+
+
+@dataclass
+class _Ctx:
+    path: str  # the manifest file
+    root: Path  # its folder: targets and rule packs are relative to it
+
+
+# --------------------------------------------------------------------------------------- value checks
+
+
+def _str(v: Any, ctx: _Ctx) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise _Bad(f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _positive_int(v: Any, ctx: _Ctx) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise _Bad(f"expected a positive integer, got {v!r}")
+    return v
+
+
+def _seed(v: Any, ctx: _Ctx) -> int:
+    if isinstance(v, str):
+        try:
+            v = int(v.strip(), 0)
+        except ValueError:
+            raise _Bad(f"{v!r} is not an integer (decimal or 0x-hex)") from None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64:
+        raise _Bad(f"expected an integer in [0, 2**64) (decimal or 0x-hex), got {v!r}")
+    return v
+
+
+def _str_list(v: Any, ctx: _Ctx) -> tuple[str, ...]:
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise _Bad(f"expected a list of strings, got {v!r}")
+    return tuple(v)
+
+
+def _dtypes(v: Any, ctx: _Ctx) -> tuple[str, ...]:
+    from ..cases import canonical_dtype
+
+    names = _str_list(v, ctx)
+    if not names:
+        raise _Bad("is empty; list some of fp32, fp16, bf16")
+    out = []
+    for d in names:
+        try:
+            out.append(canonical_dtype(d))
+        except GpuemuError:
+            raise _Bad(f"{d!r} is not a dtype gpuemu fuzzes; use fp32, fp16 or bf16") from None
+    return tuple(dict.fromkeys(out))
+
+
+def _strategy(v: Any, ctx: _Ctx) -> str:
+    from ..cases import STRATEGIES
+
+    if v not in STRATEGIES:
+        raise _Bad(f"{v!r} is not a strategy; use one of {', '.join(STRATEGIES)}")
+    return v
+
+
+def _rulepacks(v: Any, ctx: _Ctx) -> tuple[str, ...]:
+    packs = _str_list(v, ctx)
+    for p in packs:
+        full = p if os.path.isabs(p) else str(ctx.root / p)
+        if not os.path.isfile(full):
+            raise _Bad(f"rule pack {p!r} does not exist (relative to {ctx.root})")
+    return packs
+
+
+def _op(v: Any, ctx: _Ctx) -> str:
+    from .. import ops
+
+    if not isinstance(v, str) or v not in ops.names():
+        close = difflib.get_close_matches(str(v), ops.names(), n=1)
+        raise _Bad(f"{v!r} is not a known op" + (f"; did you mean {close[0]!r}?" if close else "")
+                   + " (see 'gpuemu ops')")
+    return v
+
+
+def _policy(v: Any, ctx: _Ctx) -> str:
+    from ..preconditions import POLICIES
+
+    if v not in POLICIES:
+        raise _Bad(f"{v!r}: use one of {', '.join(POLICIES)}")
+    return v
+
+
+def _framework(v: Any, ctx: _Ctx) -> str:
+    from ..frameworks import canonical
+
+    try:
+        return canonical(_str(v, ctx)) or "torch"
+    except GpuemuError as e:
+        raise _Bad(str(e)) from None
+
+
+def _device(v: Any, ctx: _Ctx) -> str:
+    if v not in ("auto", "cpu", "cuda"):
+        raise _Bad(f"{v!r}: use auto, cpu or cuda")
+    return v
+
+
+def _requires(v: Any, ctx: _Ctx) -> dict:
+    from ..preconditions import Requires
+
+    try:
+        return Requires.from_dict(v).to_dict()
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+
+
+def _labels(v: Any, ctx: _Ctx) -> dict:
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+        raise _Bad(f"expected a mapping of your own annotations (name: value), got {v!r}")
+    return dict(v)
+
+
+def _target(v: Any, ctx: _Ctx) -> str:
+    v = _str(v, ctx)
+    file_pat, sep, fn_pat = v.rpartition(":")
+    if not sep or not file_pat or not fn_pat:
+        raise _Bad(f"{v!r} must be 'path/to/file.py:function' (globs allowed on both parts)")
+    return v
+
+
+def _kernels(v: Any, ctx: _Ctx) -> list:
+    if not isinstance(v, list) or not v:
+        raise _Bad("expected a non-empty list of {target, op} entries")
+    return v
+
+
+# Every key a manifest may hold. To add one: a row here (its check normalises the value), a field of the same name
+# on KernelEntry (and on Manifest for a top-level one), then read it where the launcher is fuzzed (run.fuzz_one).
+KEYS: dict[str, Key] = {k.name: k for k in (
+    Key("target", ENTRY, _target, "path/to/file.py:function, globs allowed on both parts", required=True),
+    Key("op", ENTRY, _op, "the op the launcher implements ('gpuemu ops')", required=True),
+    Key("iterations", BOTH, _positive_int, "cases per launcher"),
+    Key("seed", BOTH, _seed, "run seed (on an entry: that launcher's own seed)"),
+    Key("dtypes", BOTH, _dtypes, "dtypes to fuzz, of fp32, fp16, bf16"),
+    Key("strategy", BOTH, _strategy, "case strategy"),
+    Key("rulepacks", BOTH, _rulepacks, "extra rule packs, relative to the manifest"),
+    Key("requires", ENTRY, _requires, "what the launcher's callers guarantee: contiguous, dtypes, divisible, max_dims"),
+    Key("preconditions", BOTH, _policy, "PRECONDITION verdicts: fail (default), warn or ignore"),
+    Key("framework", BOTH, _framework, "what the launcher is written against: torch, jax or tf (default: detected)"),
+    Key("labels", ENTRY, _labels, "your own annotations, for --select"),
+    Key("kernels", TOP, _kernels, "the launchers: a list of {target, op, ...} entries", required=True),
+    Key("store", TOP, _str, "failure store folder"),
+    Key("jobs", TOP, _positive_int, "worker processes"),
+    Key("device", TOP, _device, "auto, cpu or cuda"),
+)}
+_RUN_KEYS = [k for k in KEYS.values() if k.where == BOTH]  # settings an entry inherits from the top level
+
+
+def allowed(where: str) -> list[str]:
+    """The keys allowed at ``top`` or in an ``entry``, sorted."""
+    return sorted(k.name for k in KEYS.values() if k.where in (where, BOTH))
 
 
 @dataclass(frozen=True)
@@ -44,7 +229,11 @@ class KernelEntry:
     dtypes: tuple[str, ...] | None = None
     strategy: str | None = None
     rulepacks: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)  # keys gpuemu does not read (kept for --select)
+    requires: Mapping[str, Any] = field(default_factory=dict)
+    preconditions: str | None = None
+    framework: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # labels (and a corpus's own keys), for --select
+    where: str = ""  # the entry in its manifest, for messages: "pyproject.toml: tool.gpuemu.check.kernels[1]"
 
     @property
     def file(self) -> str:
@@ -57,7 +246,8 @@ class KernelEntry:
     def to_dict(self) -> dict:
         return {"target": self.target, "op": self.op, "iterations": self.iterations, "seed": self.seed,
                 "dtypes": list(self.dtypes) if self.dtypes else None, "strategy": self.strategy,
-                "rulepacks": list(self.rulepacks)}
+                "rulepacks": list(self.rulepacks), "requires": dict(self.requires),
+                "preconditions": self.preconditions, "framework": self.framework}
 
 
 @dataclass(frozen=True)
@@ -73,6 +263,13 @@ class Manifest:
     store: str | None = None
     jobs: int | None = None
     device: str | None = None
+    preconditions: str | None = None
+    framework: str | None = None
+
+    def setting(self, entry: KernelEntry, name: str) -> Any:
+        """A run setting for ``entry``: its own value, else the manifest's top-level one."""
+        own = getattr(entry, name)
+        return own if own not in (None, ()) else getattr(self, name)
 
 
 def _fail(path: str, key: str, why: str) -> RulePackError:
@@ -87,11 +284,9 @@ def find(cwd: str | os.PathLike | None = None) -> Path | None:
         return py
     y = here / "gpuemu.yaml"
     if y.is_file():
-        import yaml
-
         try:
-            doc = yaml.safe_load(y.read_text())
-        except (OSError, yaml.YAMLError):
+            doc = _read_yaml(y)
+        except RulePackError:
             return y  # load() reports the error with the file name
         if isinstance(doc, dict) and "check" in doc:
             return y
@@ -105,12 +300,30 @@ def _check_table_of_pyproject(path: Path) -> dict | None:
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         doc = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise _fail(str(path), "<toml>", f"cannot read: {e}") from None
+    except OSError as e:
+        raise _fail(_short(str(path)), "<toml>", f"cannot read: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise _fail(_short(str(path)), "<toml>", f"not valid TOML ({e})") from None
     table = doc.get("tool", {}).get("gpuemu", {})
     if not isinstance(table, dict) or "check" not in table:
         return None
     return table["check"]
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise _fail(_short(str(path)), "<yaml>", f"cannot read: {e.strerror or e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:  # PyYAML's message is several lines with a drawing of the spot: one line here
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "<yaml>"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise _fail(_short(str(path)), where, f"not valid YAML ({problem})") from None
 
 
 def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None = None) -> Manifest:
@@ -119,8 +332,6 @@ def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None
     >>> load("pyproject.toml").kernels[0].op   # doctest: +SKIP
     'softmax'
     """
-    import yaml
-
     if path is None:
         found = find(cwd)
         if found is None:
@@ -129,100 +340,115 @@ def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None
         path = found
     p = Path(path)
     if not p.is_file():
-        raise RulePackError(f"--manifest {path}: no such file")
+        raise RulePackError(f"--manifest {path}: no such file; give a pyproject.toml, a gpuemu.yaml or a corpus list")
+    shown = _short(str(p))  # messages name the file as the user would (relative to the working directory)
+    corpus = False  # a plain list of entries: their own extra keys are labels
     if p.suffix == ".toml":
         table = _check_table_of_pyproject(p)
         if table is None:
-            raise _fail(str(p), "tool.gpuemu.check", "missing; add [tool.gpuemu.check] with [[tool.gpuemu.check.kernels]]")
+            raise _fail(shown, "tool.gpuemu.check", "missing; add [tool.gpuemu.check] with [[tool.gpuemu.check.kernels]]")
         where = "tool.gpuemu.check"
     else:
-        try:
-            doc = yaml.safe_load(p.read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise _fail(str(p), "<yaml>", f"cannot read: {e}") from None
+        doc = _read_yaml(p)
         if isinstance(doc, list):  # a corpus list: [{target, op, ...}, ...]
-            table, where = {"kernels": doc}, "kernels"
+            table, where, corpus = {"kernels": doc}, "kernels", True
         elif isinstance(doc, dict) and "check" in doc:
             table, where = doc["check"], "check"
         else:
-            raise _fail(str(p), "check", "missing; a manifest is a 'check:' mapping or a list of {target, op} entries")
+            raise _fail(shown, "check", "missing; a manifest is a 'check:' mapping or a list of {target, op} entries")
     if not isinstance(table, dict):
-        raise _fail(str(p), where, f"expected a mapping, got {type(table).__name__}")
-    unknown = set(table) - _TOP_KEYS
-    if unknown:
-        raise _fail(str(p), f"{where}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_TOP_KEYS))}")
-    root = p.resolve().parent
-    top = _run_settings(table, str(p), where)
-    raw = table.get("kernels")
-    if not isinstance(raw, list) or not raw:
-        raise _fail(str(p), f"{where}.kernels", "expected a non-empty list of {target, op} entries")
+        raise _fail(shown, where, f"expected a mapping, got {type(table).__name__}")
+    ctx = _Ctx(path=shown, root=p.resolve().parent)
+    top = _keys(table, TOP, ctx, shown, where, corpus=False)
     kernels: list[KernelEntry] = []
     seen: set[tuple[str, str]] = set()
-    for i, e in enumerate(raw):
-        key = f"{where}.kernels[{i}]"
-        if not isinstance(e, dict) or "target" not in e or "op" not in e:
-            raise _fail(str(p), key, "expected a mapping with 'target' (file.py:function, globs allowed) and 'op'")
-        from .. import ops
-
-        if e["op"] not in ops.names():
-            raise _fail(str(p), f"{key}.op", f"{e['op']!r} is not a known op (see 'gpuemu ops')")
-        run = _run_settings({k: v for k, v in e.items() if k in _RUN_KEYS}, str(p), key)
-        extra = {k: v for k, v in e.items() if k not in _ENTRY_KEYS}
-        for target in expand(str(e["target"]), root, str(p), key):
-            if (target, e["op"]) in seen:
+    for i, raw in enumerate(top["kernels"]):
+        key = f"{where}[{i}]" if corpus else f"{where}.kernels[{i}]"
+        if not isinstance(raw, dict):
+            raise _fail(shown, key, f"expected a mapping with 'target' (file.py:function, globs allowed) and 'op', "
+                                    f"got {raw!r}")
+        label = f"{key} ({raw['target']})" if isinstance(raw.get("target"), str) else key
+        entry = _keys(raw, ENTRY, ctx, shown, label, corpus=corpus)
+        _check_entry(entry, {n: top.get(n) for n in ("dtypes",)}, shown, label)
+        extra = dict(entry.pop("_extra", {}))
+        extra.update(entry.pop("labels", None) or {})
+        for target in expand(entry["target"], ctx.root, shown, f"{label}.target"):
+            if (target, entry["op"]) in seen:
                 continue
-            seen.add((target, e["op"]))
-            kernels.append(KernelEntry(target=target, op=e["op"], extra=extra, **run))
-    return Manifest(path=str(p), root=str(root), kernels=tuple(kernels), store=_opt_str(table, "store", p, where),
-                    jobs=_opt_int(table, "jobs", p, where), device=_opt_str(table, "device", p, where), **top)
+            seen.add((target, entry["op"]))
+            kernels.append(KernelEntry(**dict(entry, target=target), extra=extra, where=f"{shown}: {label}"))
+    top.pop("kernels")
+    top.pop("_extra", None)
+    return Manifest(path=str(p), root=str(ctx.root), kernels=tuple(kernels), **top)
 
 
-def _opt_str(t: dict, k: str, p: Path, where: str) -> str | None:
-    v = t.get(k)
-    if v is not None and not isinstance(v, str):
-        raise _fail(str(p), f"{where}.{k}", f"expected a string, got {v!r}")
-    return v
-
-
-def _opt_int(t: dict, k: str, p: Path, where: str) -> int | None:
-    v = t.get(k)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-        raise _fail(str(p), f"{where}.{k}", f"expected a positive integer, got {v!r}")
-    return v
-
-
-def _run_settings(t: Mapping[str, Any], path: str, where: str) -> dict:
+def _keys(table: Mapping, where_kind: str, ctx: _Ctx, path: str, where: str, *, corpus: bool) -> dict:
+    """Every key of ``table`` checked against :data:`KEYS` for its place; returns the normalised values (and,
+    for a corpus entry, its own keys under ``_extra``)."""
+    names = allowed(where_kind)
     out: dict[str, Any] = {}
-    for k, typ in _RUN_KEYS.items():
-        if k not in t or t[k] is None:
+    extra: dict[str, Any] = {}
+    for k in table:
+        if k in names:
             continue
-        v = t[k]
-        if k == "seed" and isinstance(v, str):
-            try:
-                v = int(v, 0)
-            except ValueError:
-                raise _fail(path, f"{where}.{k}", f"{v!r} is not an integer (decimal or 0x-hex)") from None
-        if isinstance(v, bool) or not isinstance(v, typ):
-            raise _fail(path, f"{where}.{k}", f"expected {typ.__name__}, got {v!r}")
-        if k == "iterations" and v < 1:
-            raise _fail(path, f"{where}.{k}", f"must be >= 1, got {v}")
-        if typ is list:
-            if not all(isinstance(x, str) for x in v):
-                raise _fail(path, f"{where}.{k}", "expected a list of strings")
-            v = tuple(v)
-        out[k] = v
+        close = difflib.get_close_matches(str(k), names, n=1, cutoff=0.75)
+        if corpus and not close:
+            extra[k] = table[k]  # a corpus entry's own annotation (correct:, bug:, note:)
+            continue
+        misplaced = KEYS.get(str(k))
+        if misplaced is not None:
+            why = ("belongs on each [[kernels]] entry" if misplaced.where == ENTRY else "belongs at the top level")
+            raise _fail(path, f"{where}.{k}", f"{why}; allowed here: {', '.join(names)}")
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        labels = " (your own annotations go under labels:)" if where_kind == ENTRY else ""
+        raise _fail(path, f"{where}.{k}", f"unknown key; {hint}allowed: {', '.join(names)}{labels}")
+    for k in names:
+        spec = KEYS[k]
+        if k not in table or table[k] is None:
+            if spec.required:
+                raise _fail(path, f"{where}", f"missing {k!r} ({spec.text})")
+            continue
+        try:
+            out[k] = spec.check(table[k], ctx)
+        except _Bad as e:
+            raise _fail(path, f"{where}.{k}", str(e)) from None
+    if extra:
+        out["_extra"] = extra
     return out
+
+
+def _check_entry(entry: dict, top: dict, path: str, where: str) -> None:
+    """What a key's check alone cannot see: dtypes the op supports, ``requires`` names the op has."""
+    from .. import ops
+    from ..cases import canonical_dtype
+    from ..preconditions import Requires
+
+    spec = ops.get(entry["op"])
+    supported = [canonical_dtype(d) for d in spec.dtypes]
+    dtypes = entry.get("dtypes") or top.get("dtypes")
+    if dtypes and not set(dtypes) & set(supported):
+        raise _fail(path, f"{where}.dtypes", f"{spec.name} supports {', '.join(supported)}, none of "
+                                             f"{', '.join(dtypes)}")
+    req = Requires.from_dict(entry.get("requires") or None)
+    try:
+        req.check_against(spec)
+    except GpuemuError as e:
+        raise _fail(path, f"{where}.requires", str(e)) from None
+    if req.dtypes and dtypes and not set(req.dtypes) & set(dtypes):
+        raise _fail(path, f"{where}.requires", f"requires dtypes {', '.join(req.dtypes)} and dtypes "
+                                               f"{', '.join(dtypes)} leave nothing to fuzz")
 
 
 def expand(pattern: str, root: Path, path: str = "<manifest>", key: str = "target") -> list[str]:
     """``file-glob:function-glob`` -> absolute ``file.py:function`` targets, sorted.
 
-    Files resolve against the manifest's folder, then the working directory. A function glob lists the
-    plain functions the module defines (not its kernels, not what it imports), so the module is imported.
+    Files resolve against the manifest's folder, then the working directory. A named function must be
+    defined at the top level of its file (read without importing it); a function glob lists the plain
+    functions the module defines (not its kernels, not what it imports), so the module is imported.
     """
     file_pat, sep, fn_pat = pattern.rpartition(":")
     if not sep or not file_pat or not fn_pat:
-        raise _fail(path, key, f"target {pattern!r} must be 'path/to/file.py:function' (globs allowed)")
+        raise _fail(path, key, f"{pattern!r} must be 'path/to/file.py:function' (globs allowed)")
     files: list[str] = []
     for base in (root, Path.cwd()):
         full = file_pat if os.path.isabs(file_pat) else str(base / file_pat)
@@ -230,21 +456,92 @@ def expand(pattern: str, root: Path, path: str = "<manifest>", key: str = "targe
         if files:
             break
     if not files:
-        raise _fail(path, key, f"target {pattern!r}: no Python file matches {file_pat!r} (relative to {root})")
-    if not glob.has_magic(fn_pat) and not glob.has_magic(file_pat):
-        return [f"{f}:{fn_pat}" for f in files]  # one named launcher: a typo fails loudly when it loads
+        raise _fail(path, key, f"{pattern!r}: no Python file matches {file_pat!r} (relative to {root})")
+    if not glob.has_magic(fn_pat):
+        if not glob.has_magic(file_pat):
+            _require_defined(files[0], fn_pat, path, key, pattern)
+            return [f"{files[0]}:{fn_pat}"]
+        # a file glob and one name: the files that define it
+        found = [f for f in files if _defines(f, fn_pat, path, key, pattern)]
+        if not found:
+            raise _fail(path, key, f"{pattern!r}: no file matching {file_pat!r} defines {fn_pat!r} "
+                                   f"({', '.join(map(_short, files))})")
+        return [f"{f}:{fn_pat}" for f in found]
     import inspect
+
+    from ..errors import TargetError
 
     out = []
     for f in files:
-        mod = _import_file(f)
+        try:
+            mod = _import_file(f)
+        except TargetError as e:
+            raise _fail(path, key, f"{pattern!r}: {e}") from None
         # a glob lists the plain public functions the file defines: not its kernels, not what it imports
         names = [n for n, obj in vars(mod).items() if inspect.isfunction(obj) and obj.__module__ == mod.__name__
-                 and (not n.startswith("_") or not glob.has_magic(fn_pat)) and fnmatch.fnmatchcase(n, fn_pat)]
+                 and not n.startswith("_") and fnmatch.fnmatchcase(n, fn_pat)]
         out += [f"{f}:{n}" for n in sorted(names)]
     if not out:
-        raise _fail(path, key, f"target {pattern!r}: no function matches {fn_pat!r} in {', '.join(files)}")
+        raise _fail(path, key, f"{pattern!r}: no function matches {fn_pat!r} in {', '.join(map(_short, files))}")
     return out
+
+
+def _short(f: str) -> str:
+    try:
+        return os.path.relpath(f)
+    except ValueError:
+        return f
+
+
+def _require_defined(file: str, name: str, path: str, key: str, pattern: str) -> None:
+    """``name`` must be bound at the top level of ``file`` (a def, an assignment, an import): read with ``ast``,
+    nothing runs. A file with ``from x import *`` or a module ``__getattr__`` may bind anything: accepted."""
+    tree = _defines(file, name, path, key, pattern, tree=True)
+    if tree is True:
+        return
+    funcs = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and not n.name.startswith("_"))
+    close = difflib.get_close_matches(name, funcs, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise _fail(path, key, f"{pattern!r}: {_short(file)} defines no {name!r}; {hint}"
+                           f"its functions: {', '.join(funcs) or 'none'}")
+
+
+def _defines(file: str, name: str, path: str, key: str, pattern: str, tree: bool = False) -> Any:
+    """Whether ``file`` binds ``name`` at its top level (see :func:`_require_defined`); with ``tree``, the parsed
+    module instead of False."""
+    try:
+        parsed = ast.parse(Path(file).read_text(encoding="utf-8"), filename=file)
+    except OSError as e:
+        raise _fail(path, key, f"{pattern!r}: cannot read {_short(file)}: {e.strerror or e}") from None
+    except SyntaxError as e:
+        raise _fail(path, key, f"{pattern!r}: {_short(file)} line {e.lineno}: {e.msg}") from None
+    bound: set[str] = set()
+    open_ended = False
+
+    def walk(body: list) -> None:  # top-level statements, and those under if/try/with/for (not inside a def)
+        nonlocal open_ended
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    open_ended |= a.name == "*"
+                    bound.add(a.asname or a.name.split(".")[0])
+            else:
+                for field_name in ("body", "orelse", "finalbody"):
+                    walk(getattr(node, field_name, None) or [])
+                for h in getattr(node, "handlers", None) or []:
+                    walk(h.body)
+
+    walk(parsed.body)
+    if name in bound or open_ended or "__getattr__" in bound:
+        return True
+    return parsed if tree else False
 
 
 def _import_file(f: str):
@@ -265,5 +562,7 @@ def _import_file(f: str):
         spec.loader.exec_module(mod)  # type: ignore[union-attr]
     except Exception as e:
         sys.modules.pop(name, None)
-        raise TargetError(f"{f} failed to import: {type(e).__name__}: {e}") from None
+        from ..errors import one_line
+
+        raise TargetError(f"{_short(f)} failed to import: {one_line(e)}") from None
     return mod

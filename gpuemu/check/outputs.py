@@ -5,6 +5,12 @@ carrying the FAIL line as its message and the mismatch report, replay command an
 launchers that could not run are ``error``. SARIF: one result per failing launcher, located at the
 ``@triton.jit`` line of the kernel it launched (the launcher's ``def`` when no kernel was seen), with
 stable rule ids ``<status>.<kind>`` and a fingerprint of target, op and rule so an alert survives edits.
+
+Every format renders a launcher by its *level* (:attr:`KernelResult.level`, from the PRECONDITION policy in
+:func:`gpuemu.preconditions.counts_as`): ``fail`` is an error everywhere (exit 1, ``:x:``, a JUnit failure, a
+SARIF ``error``, red), ``warn`` a warning everywhere (the gate passes; ``:warning:``, a passing JUnit test with
+the report in its output, a SARIF ``warning``, amber), ``pass`` passes (an ignored PRECONDITION included: no
+SARIF result, its count still in the table).
 """
 
 from __future__ import annotations
@@ -51,16 +57,24 @@ def worst_text(k: KernelResult) -> str:
     return "non-finite" if m == float("inf") else f"{m:.3g}x"
 
 
-def _status_word(k: KernelResult) -> str:
-    return "PASS" if k.ok else k.status.upper()
+_POLICY_NOTE = {"warn": "warn", "ignore": "ignored"}
+
+
+def status_word(k: KernelResult) -> str:
+    """The verdict word every format shows: PASS, FAIL, ERROR, PRECONDITION; a PRECONDITION that does not fail
+    the gate says so (``PRECONDITION (warn)``, ``PRECONDITION (ignored)``)."""
+    if k.status in PASSING:
+        return "PASS"
+    word = k.status.upper()
+    return f"{word} ({_POLICY_NOTE[k.policy]})" if k.status == "precondition" and k.policy in _POLICY_NOTE else word
 
 
 def summary_rows(result: CheckResult) -> list[list[str]]:
     rows = []
     for k in result.kernels:
         f = first_failure(k)
-        note = (f["line"] if f else (k.error or "")) if not k.ok else ""
-        rows.append([_status_word(k), f"{rel(k.file, result.root)}:{k.function}", k.op, ",".join(k.dtypes) or "-",
+        note = (f["line"] if f else (k.error or "")) if k.status not in PASSING else ""
+        rows.append([status_word(k), f"{rel(k.file, result.root)}:{k.function}", k.op, ",".join(k.dtypes) or "-",
                      f"{k.passed}/{k.iterations}", worst_text(k), note])
     return rows
 
@@ -68,22 +82,30 @@ def summary_rows(result: CheckResult) -> list[list[str]]:
 def totals_line(result: CheckResult) -> str:
     n = len(result.kernels)
     good = sum(k.ok for k in result.kernels)
-    others = ", ".join(f"{v} {s}" for s, v in sorted(result.counts().items()) if s not in PASSING)
+    kinds: dict[str, int] = {}
+    for k in result.kernels:
+        if k.status not in PASSING:
+            word = k.status + (f" {'warned' if k.level == 'warn' else 'ignored'}" if k.level != "fail" else "")
+            kinds[word] = kinds.get(word, 0) + 1
+    others = ", ".join(f"{v} {s}" for s, v in sorted(kinds.items()))
     cases = sum(k.iterations for k in result.kernels)
     return (f"{good}/{n} kernels passed" + (f" ({others})" if others else "")
             + f" · {cases} cases · seed 0x{result.seed:x} · {result.seconds:.1f} s on {result.jobs} worker"
             + ("s" if result.jobs != 1 else ""))
 
 
-def summary_text(result: CheckResult, width: int = 160) -> str:
+def summary_text(result: CheckResult, width: int | None = None) -> str:
+    """The table; ``width`` (a terminal's) cuts the first-failure column to fit, None keeps every line whole."""
     head = ["status", "kernel", "op", "dtypes", "passed", "worst", "first failure"]
     rows = summary_rows(result)
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(6)]
     lines = []
     for r in [head] + rows:
         left = "  ".join(c.ljust(w) for c, w in zip(r[:6], widths))
-        room = max(20, width - len(left) - 2)
-        note = r[6] if len(r[6]) <= room else r[6][:room - 1] + "…"
+        note = r[6]
+        if width is not None:
+            room = max(20, width - len(left) - 2)
+            note = note if len(note) <= room else note[:room - 1] + "…"
         lines.append((left + "  " + note).rstrip())
     lines.append(totals_line(result))
     return "\n".join(lines)
@@ -96,10 +118,10 @@ def summary_markdown(result: CheckResult) -> str:
 
     out = ["## gpuemu check", "", f"**{totals_line(result)}**", "",
            "| | kernel | op | dtypes | passed | worst err / bound | first failure |", "|---|---|---|---|---|---|---|"]
-    for r in summary_rows(result):
-        icon = ":white_check_mark:" if r[0] == "PASS" else ":x:"
-        out.append(f"| {icon} {r[0]} | `{esc(r[1])}` | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {esc(r[6])} |")
-    replays = [(k, first_failure(k)) for k in result.kernels if not k.ok and first_failure(k)]
+    icons = {"pass": ":white_check_mark:", "warn": ":warning:", "fail": ":x:"}
+    for k, r in zip(result.kernels, summary_rows(result)):
+        out.append(f"| {icons[k.level]} {r[0]} | `{esc(r[1])}` | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {esc(r[6])} |")
+    replays = [(k, first_failure(k)) for k in result.kernels if k.level != "pass" and first_failure(k)]
     if replays:
         out += ["", "### Replay", "", "```"] + [f"{f['replay']}   # {k.function}" for k, f in replays] + ["```"]
     out.append("")
@@ -123,7 +145,7 @@ def failure_text(f: dict) -> str:
 def junit_xml(result: CheckResult) -> str:
     n = len(result.kernels)
     errors = sum(1 for k in result.kernels if k.status == "error")
-    failures = sum(1 for k in result.kernels if not k.ok and k.status != "error")
+    failures = sum(1 for k in result.kernels if k.level == "fail" and k.status != "error")
     attrs = {"name": "gpuemu check", "tests": str(n), "failures": str(failures), "errors": str(errors),
              "time": f"{result.seconds:.3f}"}
     suites = ET.Element("testsuites", attrs)
@@ -142,13 +164,15 @@ def junit_xml(result: CheckResult) -> str:
         if k.status == "error" and f is None:
             el = ET.SubElement(tc, "error", {"message": k.error or "error", "type": "error"})
             el.text = k.error or ""
-        elif not k.ok:
+        elif k.level == "fail":
             tag = "error" if k.status == "error" else "failure"
             el = ET.SubElement(tc, tag, {"message": f["line"] if f else k.status,
                                          "type": f"{k.status}.{f['verdict'].get('kind', '') if f else ''}"})
             el.text = (failure_text(f) if f else "") + "\n" + _counts_line(k)
         out = ET.SubElement(tc, "system-out")
         out.text = _counts_line(k) + f"\nseed: 0x{k.seed:x}"
+        if k.level == "warn" and f:  # passes the gate: no <failure>, the report in its output
+            out.text += f"\nwarning ({status_word(k)}, --preconditions {k.policy}):\n" + failure_text(f)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -183,22 +207,27 @@ def sarif_log(result: CheckResult, *, command_line: str | None = None) -> dict:
     from .. import __version__
 
     results, rule_ids = [], []
+    rule_levels: dict[str, str] = {}
     for k in result.kernels:
-        if k.ok:
+        if k.level == "pass":
             continue
         f = first_failure(k)
         kind = f["verdict"].get("kind", "other") if f else "launcher"
         rid = f"{k.status}.{kind}"
         if rid not in rule_ids:
             rule_ids.append(rid)
+        level = "error" if k.level == "fail" else "warning"
+        if rule_levels.get(rid) != "error":
+            rule_levels[rid] = level
         text = (failure_text(f) if f else f"{k.target} could not be fuzzed: {k.error}") + "\n" + _counts_line(k)
         res: dict = {"ruleId": rid, "ruleIndex": rule_ids.index(rid),
-                     "level": "error" if k.status in ("fail", "error") else "warning",
+                     "level": level,
                      "message": {"text": text},
                      "partialFingerprints": {"gpuemuCheck/v1": hashlib.sha256(
                          f"{rel(k.file, result.root)}:{k.function}|{k.op}|{rid}".encode()).hexdigest()[:32]},
                      "properties": {"target": rel(k.file, result.root) + ":" + k.function, "op": k.op,
-                                    "status": k.status, "passed": k.passed, "iterations": k.iterations,
+                                    "status": k.status, "policy": k.policy, "passed": k.passed,
+                                    "iterations": k.iterations,
                                     "seed": f"0x{k.seed:x}", "replay": f["replay"] if f else None,
                                     "case": f["case"] if f else None, "hint": f.get("hint") if f else None}}
         loc = _location(k, f, result.root)
@@ -215,7 +244,7 @@ def sarif_log(result: CheckResult, *, command_line: str | None = None) -> dict:
                                                   f"case ended with status {status!r}: {what}."},
                       "help": {"text": "Run the replay command in the result's message on any machine (no GPU "
                                        "needed) to reproduce the failing case from its stored bytes."},
-                      "defaultConfiguration": {"level": "error" if status in ("fail", "error") else "warning"},
+                      "defaultConfiguration": {"level": rule_levels[rid]},
                       "properties": {"tags": ["correctness", "gpu", "triton"], "precision": "very-high"}})
     invocation: dict = {"executionSuccessful": True}
     if command_line:

@@ -3,8 +3,9 @@
 A worker process runs one launcher at a time through the public ``gpuemu.fuzz`` and sends back plain
 data (dicts), never live objects: a kernel that crashes its process is reported as that kernel's error.
 Statuses are counted as the oracle names them: ``pass`` and ``rejected`` (the launcher refused an input
-outside its declared preconditions with a clear exception) are passing; every other status a verdict
-may carry (``fail``, ``error``, ``precondition``, and any added later) counts against the kernel.
+outside its declared preconditions with a clear exception) are passing; ``precondition`` counts as its policy
+says (:func:`gpuemu.preconditions.counts_as`: fail, warn or ignore); every other status a verdict may carry
+(``fail``, ``error``, and any added later) counts against the kernel.
 """
 
 from __future__ import annotations
@@ -69,10 +70,18 @@ class KernelResult:
     error: str | None = None  # the launcher could not be fuzzed at all (import error, worker crash)
     dtypes: list[str] = field(default_factory=list)
     strategy: str = "default"
+    policy: str = "fail"  # the PRECONDITION policy this launcher ran under (gpuemu.preconditions)
+
+    @property
+    def level(self) -> str:
+        """How the launcher counts: ``pass``, ``warn`` (a PRECONDITION under the warn policy) or ``fail``."""
+        from ..preconditions import counts_as
+
+        return counts_as(self.status, self.policy)
 
     @property
     def ok(self) -> bool:
-        return self.status in PASSING
+        return self.level != "fail"
 
     @property
     def file(self) -> str:
@@ -87,12 +96,13 @@ class KernelResult:
                 "ok": self.ok, "iterations": self.iterations, "passed": self.passed, "statuses": dict(self.statuses),
                 "matrix": self.matrix, "worst": self.worst, "failures": self.failures, "skipped": self.skipped,
                 "kernels": self.kernels, "sha256": self.sha256, "seconds": self.seconds, "error": self.error,
-                "dtypes": self.dtypes, "strategy": self.strategy}
+                "dtypes": self.dtypes, "strategy": self.strategy, "policy": self.policy, "level": self.level}
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelResult":
         kw = dict(d)
         kw.pop("ok", None)
+        kw.pop("level", None)
         kw["seed"] = int(kw["seed"], 16) if isinstance(kw["seed"], str) else int(kw["seed"])
         return cls(**kw)
 
@@ -112,6 +122,7 @@ class CheckResult:
     seconds: float
     versions: dict[str, str | None]
     started: str
+    provenance: dict = field(default_factory=dict)  # the git commit and CI run it checked (gpuemu.check.provenance)
 
     @property
     def ok(self) -> bool:
@@ -123,18 +134,26 @@ class CheckResult:
             out[k.status] = out.get(k.status, 0) + 1
         return out
 
+    def levels(self) -> dict[str, int]:
+        """Launchers by how they count: pass, warn, fail."""
+        out: dict[str, int] = {}
+        for k in self.kernels:
+            out[k.level] = out.get(k.level, 0) + 1
+        return out
+
     def to_dict(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "tool": "gpuemu check", "ok": self.ok, "seed": f"0x{self.seed:x}",
                 "manifest": self.manifest, "root": self.root, "device": self.device, "rulepacks": self.rulepacks,
                 "store": self.store, "jobs": self.jobs, "seconds": self.seconds, "versions": self.versions,
-                "started": self.started, "counts": self.counts(), "kernels": [k.to_dict() for k in self.kernels]}
+                "started": self.started, "provenance": self.provenance, "counts": self.counts(),
+                "levels": self.levels(), "kernels": [k.to_dict() for k in self.kernels]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckResult":
         return cls(kernels=[KernelResult.from_dict(k) for k in d["kernels"]], seed=int(d["seed"], 16),
                    manifest=d["manifest"], root=d["root"], device=d["device"], rulepacks=list(d["rulepacks"]),
                    store=d.get("store"), jobs=int(d["jobs"]), seconds=float(d["seconds"]),
-                   versions=dict(d["versions"]), started=d["started"])
+                   versions=dict(d["versions"]), started=d["started"], provenance=dict(d.get("provenance") or {}))
 
 
 def strategy_facets(case) -> list[str]:
@@ -198,13 +217,18 @@ def locate_kernels(fn: Callable, names: list[str]) -> list[dict]:
 
 def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: tuple[str, ...] | None,
              strategy: str | None, rulepacks: tuple[str, ...], store: str | None, device: str,
-             compile_workers: int | None = None) -> dict:
+             compile_workers: int | None = None, requires: dict | None = None, preconditions: str = "fail",
+             framework: str | None = None) -> dict:
     """Fuzz one launcher; returns ``KernelResult.to_dict()``. Errors of the launcher are results, not raises.
-    ``compile_workers``: see :func:`gpuemu.fuzzer.fuzz` (0 where the launchers already run in parallel)."""
+    ``compile_workers``: see :func:`gpuemu.fuzzer.fuzz` (0 where the launchers already run in parallel).
+    ``requires`` (a :class:`~gpuemu.preconditions.Requires` as a dict) and the ``preconditions`` policy come
+    resolved from the driver, so a worker process or a Ray task fuzzes exactly what a local run does."""
     from ..errors import GpuemuError, one_line
+    from ..preconditions import Requires
 
     t0 = time.perf_counter()
-    res = KernelResult(target=entry.target, op=entry.op, seed=seed, strategy=strategy or "default")
+    res = KernelResult(target=entry.target, op=entry.op, seed=seed, strategy=strategy or "default",
+                       policy=preconditions)
     try:
         res.sha256 = sha256_file(entry.file)
     except OSError as e:
@@ -214,7 +238,10 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         from ..fuzzer import fuzz
         from ..target import load
 
-        fn = load(entry.target)
+        from ..frameworks import quiet_native_logs
+
+        with quiet_native_logs():  # TensorFlow's load-time notices would mix into the check's lines
+            fn = load(entry.target)
 
         def on_case(i: int, case, verdict) -> None:
             st = verdict.status
@@ -235,7 +262,9 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
 
         result = fuzz(fn, op=entry.op, iterations=iterations, seed=seed, dtypes=list(dtypes) if dtypes else None,
                       strategy=strategy, store=store, rulepack=list(rulepacks), device=device, target=entry.target,
-                      on_case=on_case, compile_workers=compile_workers)
+                      on_case=on_case, compile_workers=compile_workers,
+                      requires=Requires.from_dict(requires) if requires else None, preconditions=preconditions,
+                      framework=framework)
     except GpuemuError as e:
         res.error = str(e)
         res.seconds = time.perf_counter() - t0
@@ -248,11 +277,9 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         w.pop("_key", None)
     res.iterations, res.passed, res.skipped = result.iterations, result.passed, dict(result.skipped)
     res.dtypes = sorted(res.matrix)
-    suffix = f" --store {store}" if store else ""
     for f in result.failures[:MAX_FAILURES_KEPT]:
         d = f.to_dict()
-        # the fuzzer's own replay line names the store and target where needed (older ones: add the store)
-        d["replay"] = f.replay_line() if hasattr(f, "replay_line") else f.replay + suffix
+        d["replay"] = f.replay_line()  # run_check names the store and the target in every stored one
         d["case_text"] = f.case.describe()
         d["original_case_text"] = f.original.describe() if f.original else None
         res.failures.append(d)
@@ -261,6 +288,13 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         names = _launched_names(fn, entry.op, seed, device)
     res.kernels = locate_kernels(fn, names)
     res.status = kernel_status(res.statuses) if res.iterations else "error"
+    if result.all_errored and res.failures:
+        from ..frameworks import other_framework_hint
+
+        hint = other_framework_hint(fn, framework or "torch")
+        if hint and not res.failures[0].get("hint"):  # every case a TypeError: a JAX launcher taken for torch's
+            res.failures[0]["hint"] = hint
+            res.failures[0]["line"] += f" ({hint})"
     if not res.iterations:
         res.error = "; ".join(f"{k} skipped: {v}" for k, v in result.skipped.items()) or "no case ran"
     res.seconds = time.perf_counter() - t0
@@ -302,46 +336,65 @@ def versions() -> dict[str, str | None]:
 
 def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | None = None,
               iterations: int | None = None, store: str | None = None, rulepacks: tuple[str, ...] = (),
-              on_done: Callable[[KernelResult], None] | None = None, ray: str | None = None) -> CheckResult:
+              on_done: Callable[[KernelResult], None] | None = None, ray: str | None = None,
+              preconditions: str | None = None, on_start: Callable[[], None] | None = None) -> CheckResult:
     """Fuzz every launcher of ``manifest``; ``jobs`` > 1 runs them in that many worker processes, and ``ray``
     (``local`` for a cluster started here, ``auto`` for the ambient one, or an address) runs them as Ray tasks
     (:mod:`gpuemu.check.on_ray`): the same work units and seeds, so the same verdicts.
 
     Precedence for each run setting: the argument here (CLI flag) > the manifest entry > the manifest's
-    top level > the rule pack default.
+    top level > the rule pack default. Everything is resolved here, before any launcher runs: rule packs, the
+    store, each launcher's preconditions (``requires:`` of the entry and of ``gpuemu.yaml``, globs included) and
+    the PRECONDITION policy; a mistake is one line (exit 2 on the CLI). ``on_start()`` is called once all that
+    is done, before the first launcher runs.
     """
     import datetime
     import random
+
+    from .. import config, ops
+    from ..errors import GpuemuError, RulePackError
+    from ..preconditions import Requires, from_project, resolve_policy
+    from ..store import Store
 
     run_seed = seed if seed is not None else manifest.seed if manifest.seed is not None else random.getrandbits(32)
     packs = tuple(_abs(p, manifest.root) for p in (manifest.rulepacks + tuple(rulepacks)))
     store = store or manifest.store
     if store is not None:
         store = _abs(store, os.getcwd())
-    from .. import config
-
     # a broken rule pack is the project's configuration error (exit 2), found before any worker starts
     resolved = config.resolve(rulepacks=packs, store=store)
     layers = list(resolved.layers)
-    if ray is not None:  # tasks write into temporary stores; their files land in this one, named in full
+    if ray is not None:
         from .on_ray import require_ray
 
         require_ray()
-        store = str(Path(resolved.store).resolve())
-    for e in manifest.kernels:
-        if e.rulepacks:
-            config.resolve(rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
+    # tasks and workers all write into this one store, named in full; every replay line points at it
+    store = str(Path(resolved.store).resolve())
+    Store(store).ensure_writable()
     tasks = []
     for e in manifest.kernels:
-        tasks.append((e, dict(seed=kernel_seed(run_seed, e), iterations=iterations or e.iterations or manifest.iterations,
-                              dtypes=e.dtypes or manifest.dtypes, strategy=e.strategy or manifest.strategy,
-                              rulepacks=packs + tuple(_abs(p, manifest.root) for p in e.rulepacks), store=store,
-                              device=device, compile_workers=0 if jobs > 1 or ray is not None else None)))
+        own = packs + tuple(_abs(p, manifest.root) for p in e.rulepacks)
+        settings = config.resolve(rulepacks=own, store=store) if e.rulepacks else resolved
+        req = from_project(e.target, settings.requires).merge(Requires.from_dict(e.requires or None))
+        try:
+            req.check_against(ops.get(e.op))  # gpuemu.yaml's requires: names the op lacks, before anything runs
+        except GpuemuError as ex:
+            raise RulePackError(f"{e.where or e.target}: {ex} (from requires: in gpuemu.yaml)") from None
+        policy = resolve_policy(preconditions, manifest.setting(e, "preconditions"), settings)
+        tasks.append((e, dict(seed=kernel_seed(run_seed, e), iterations=iterations or manifest.setting(e, "iterations"),
+                              dtypes=manifest.setting(e, "dtypes"), strategy=manifest.setting(e, "strategy"),
+                              rulepacks=own, store=store, device=device,
+                              compile_workers=0 if jobs > 1 or ray is not None else None,
+                              requires=req.to_dict() if req else None, preconditions=policy,
+                              framework=manifest.setting(e, "framework"))))
+    if on_start:
+        on_start()
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
     results: dict[int, KernelResult] = {}
 
     def done(i: int, d: dict) -> None:
+        _replay_lines(d, store)
         kr = KernelResult.from_dict(d)
         results[i] = kr
         if on_done:
@@ -372,13 +425,42 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                     d = fut.result()
                 except Exception as ex:  # the worker died (segfault, OOM): that launcher's error
                     e, kw = tasks[i]
-                    d = KernelResult(target=e.target, op=e.op, seed=kw["seed"],
+                    d = KernelResult(target=e.target, op=e.op, seed=kw["seed"], policy=kw["preconditions"],
                                      error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
                 done(i, d)
+    from .provenance import provenance
+
     # reports name files relative to the working directory (the repository root in CI), as code scanning wants
     return CheckResult(kernels=[results[i] for i in range(len(tasks))], seed=run_seed, manifest=manifest.path,
                        root=os.getcwd(), device=device, rulepacks=layers, store=store, jobs=max(1, jobs),
-                       seconds=time.perf_counter() - t0, versions=versions(), started=started)
+                       seconds=time.perf_counter() - t0, versions=versions(), started=started,
+                       provenance=provenance(os.getcwd()))
+
+
+def _replay_lines(d: dict, store: str) -> None:
+    """Every stored failure's replay line names the launcher (``--target``, as the reports name it: a store
+    shared by a manifest's launchers holds many) and the store unless it is ./.gpuemu, relative when inside
+    the working directory, so that the line pastes as it is."""
+    import re
+
+    from ..store import replay_command
+
+    file, _, fn = d["target"].rpartition(":")
+    target = f"{_display(file)}:{fn}"
+    where = None if Path(store).resolve() == (Path.cwd() / ".gpuemu").resolve() else _display(store)
+    for f in d.get("failures", []):
+        m = re.match(r"gpuemu reproduce (0x[0-9a-f]+)", f.get("replay") or "")
+        if m and f.get("stored", f.get("record") is not None):
+            f["replay"] = replay_command(int(m.group(1), 16), target=target, store=where)
+
+
+def _display(path: str) -> str:
+    """``path`` relative to the working directory when it is inside it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _abs(p: str, base: str) -> str:

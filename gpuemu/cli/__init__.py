@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    # a launcher module may import TensorFlow: its C++ INFO and WARNING lines (oneDNN, CPU features, absl) would mix
+    # into gpuemu's report; TensorFlow reads this when it loads. A level the user set is kept.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

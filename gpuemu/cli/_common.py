@@ -42,20 +42,27 @@ def write_json(dest: str, payload: dict) -> None:
         raise StoreError(f"cannot write --json {dest}: {e.strerror or e}") from None
 
 
-def check_writable(dest: str, flag: str) -> None:
+def check_writable(dest: str, flag: str, *, create: bool = True) -> None:
     """Fail before the run, with one line, when ``dest`` cannot be written (a file where a folder is needed,
-    a read-only folder, a directory given as the file)."""
+    a read-only folder, a directory given as the file). ``create=False``: its folder must exist already
+    (gpuemu check creates no folder it was not asked for). Nothing is left behind."""
     import tempfile
 
     path = Path(dest)
     if path.is_dir():
         raise StoreError(f"cannot write {flag} {dest}: it is a directory; give a file path")
     parent = path.parent
+    if not create and not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise StoreError(f"cannot write {flag} {dest}: the folder {parent} {what}; create it first or choose "
+                         "another path")
     probe_dir = parent
     while not probe_dir.exists():
         probe_dir = probe_dir.parent
     if not probe_dir.is_dir():
         raise StoreError(f"cannot write {flag} {dest}: {probe_dir} is not a directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"cannot write {flag} {dest}: the file is not writable")
     try:
         with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".gpuemu-probe-"):
             pass

@@ -7,7 +7,8 @@ import fnmatch
 import os
 import sys
 
-from ._common import err, prepare_device, write_json
+from ..preconditions import POLICIES
+from ._common import check_writable, err, prepare_device, write_json
 
 
 def register(sub) -> None:
@@ -42,6 +43,10 @@ def register(sub) -> None:
                    help="sign a Kernel Correctness Report with this ed25519 private key ('gpuemu keygen')")
     p.add_argument("--attest-out", metavar="PATH", default=None,
                    help="where to write the signed report (default: gpuemu-report.dsse.json)")
+    p.add_argument("--preconditions", choices=POLICIES, default=None,
+                   help="a launcher silently wrong only outside an undeclared precondition (PRECONDITION): fail the "
+                        "gate (default), warn (shown, the gate passes) or ignore (counted as passing); overrides "
+                        "the manifest's preconditions and gpuemu.yaml's oracle.preconditions")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when launchers fail (for upload steps)")
     p.set_defaults(run=run)
 
@@ -70,7 +75,7 @@ def _filter(kernels, patterns: list[str], selects: list[str]):
                 f"{os.path.basename(e.file)}:{e.function}", p) or fnmatch.fnmatchcase(e.target, p) for p in patterns):
             return False
         for key, value, negated in wanted:
-            have = e.extra.get(key, getattr(e, key, None))
+            have = e.extra.get(key, getattr(e, key, None)) if key not in ("extra", "where") else None
             if (str(have).lower() == value.lower()) == negated:  # a missing key equals no value
                 return False
         return True
@@ -81,8 +86,12 @@ def _filter(kernels, patterns: list[str], selects: list[str]):
 class _Progress:
     """A rich bar over launchers on a terminal; one plain line per finished launcher otherwise."""
 
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.failed, self.bar = total, 0, 0, None
+    def __init__(self, total: int, header: str) -> None:
+        self.total, self.header, self.done, self.failed, self.bar = total, header, 0, 0, None
+
+    def start(self) -> None:
+        """Everything is validated: say what runs (a configuration error before this stays one line)."""
+        err(self.header)
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -99,12 +108,45 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
         else:
-            err(f"  [{self.done}/{self.total}] {'PASS' if k.ok else k.status.upper():5} {k.target.rpartition('/')[2]} "
+            from ..check.outputs import status_word
+
+            err(f"  [{self.done}/{self.total}] {status_word(k):5} {k.target.rpartition('/')[2]} "
                 f"({k.passed}/{k.iterations}, {k.seconds:.1f} s)")
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _outputs(args) -> list[tuple[str, str]]:
+    """(flag, path) of every file this run will write, in the order they are written."""
+    out = [(f"--{name}", getattr(args, name)) for name in ("json", "junit", "sarif", "html", "markdown")
+           if getattr(args, name) and getattr(args, name) != "-"]
+    if args.attest:
+        out.append(("--attest-out", args.attest_out or "gpuemu-report.dsse.json"))
+    return out
+
+
+def _check_before_running(args) -> None:
+    """Every usage mistake that does not need the manifest, found before anything runs: numbers, output paths
+    (writable, in a folder that exists: nothing is created unasked) and the signing key (readable, ed25519)."""
+    from ..errors import InvalidArgument
+
+    for flag in ("jobs", "iterations"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise InvalidArgument(f"--{flag} {v}: must be >= 1")
+    seen: dict[str, str] = {}
+    for flag, path in _outputs(args):
+        check_writable(path, flag, create=False)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InvalidArgument(f"{flag} {path}: {seen[real]} writes the same file; give each output its own path")
+        seen[real] = flag
+    if args.attest:
+        from ..report.attest import _load_private
+
+        _load_private(args.attest)  # missing, unreadable, not PEM, not ed25519, no cryptography: one line now
 
 
 def run(args) -> int:
@@ -116,17 +158,9 @@ def run(args) -> int:
     from ..check.run import run_check
     from ..errors import InvalidArgument
 
-    for flag in ("jobs", "iterations"):
-        v = getattr(args, flag)
-        if v is not None and v < 1:
-            raise InvalidArgument(f"--{flag} {v}: must be >= 1")
-    if args.attest and not os.path.isfile(args.attest):  # before minutes of fuzzing, not after
-        raise InvalidArgument(f"--attest {args.attest}: no such key file; create one with 'gpuemu keygen'")
+    _check_before_running(args)
     where = mf.find() if args.manifest is None else args.manifest
-    device_choice = args.device
-    if device_choice is None:
-        device_choice = "auto"
-    device = prepare_device(device_choice)  # before a function glob imports a launcher file
+    device = prepare_device(args.device or "auto")  # before a function glob imports a launcher file
     manifest = mf.load(where)
     if manifest.device and args.device is None:
         device = prepare_device(manifest.device)
@@ -135,29 +169,32 @@ def run(args) -> int:
         raise InvalidArgument(f"no launcher of {manifest.path} matches the -k/--select filters")
     manifest = dataclasses.replace(manifest, kernels=kernels)
     jobs = args.jobs or manifest.jobs or min(len(kernels), os.cpu_count() or 1)
+    n = f"{len(kernels)} launcher{'s' if len(kernels) != 1 else ''}"
     if args.ray is not None:
         from ..check.on_ray import require_ray
 
         require_ray()  # one usage line before anything runs
         where_ray = "a local Ray cluster" if args.ray == "local" else f"Ray cluster {args.ray}"
-        err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {where_ray} · device {device}")
+        header = f"gpuemu check {os.path.relpath(manifest.path)} · {n} · {where_ray} · device {device}"
     else:
-        err(f"gpuemu check {os.path.relpath(manifest.path)} · {len(kernels)} launchers · {jobs} worker"
-            f"{'s' if jobs != 1 else ''} · device {device}")
-    progress = _Progress(len(kernels))
+        header = (f"gpuemu check {os.path.relpath(manifest.path)} · {n} · {jobs} worker{'s' if jobs != 1 else ''}"
+                  f" · device {device}")
+    progress = _Progress(len(kernels), header)
     try:
         result = run_check(manifest, device=device, jobs=jobs, seed=args.seed, iterations=args.iterations,
-                           store=args.store, rulepacks=tuple(args.rulepack), on_done=progress, ray=args.ray)
+                           store=args.store, rulepacks=tuple(args.rulepack), on_start=progress.start,
+                           on_done=progress, ray=args.ray, preconditions=args.preconditions)
     finally:
         progress.close()
-    width = 160
-    try:
-        width = max(100, os.get_terminal_size(sys.stderr.fileno()).columns)
-    except OSError:
-        pass
+    width = None  # not a terminal (a CI log, a file): every line whole
+    if sys.stderr.isatty():
+        try:
+            width = max(100, os.get_terminal_size(sys.stderr.fileno()).columns)
+        except OSError:
+            pass
     err(summary_text(result, width=width))
     for k in result.kernels:
-        if not k.ok and k.failures:
+        if k.level != "pass" and k.failures:
             err(f"replay {k.function}: {k.failures[0]['replay']}")
     if args.json:
         write_json(args.json, result.to_dict())
@@ -175,11 +212,11 @@ def run(args) -> int:
     if args.markdown:
         _write(args.markdown, summary_markdown(result), "--markdown", append=True)
     if args.attest:
+        import json
+
         from ..report.attest import sign_check
 
         out = args.attest_out or "gpuemu-report.dsse.json"
-        import json
-
         envelope = sign_check(result, key_path=args.attest)
         _write(out, json.dumps(envelope, indent=2) + "\n", "--attest-out")
         err(f"signed Kernel Correctness Report: {out} (verify: gpuemu verify {out} --key PUBLIC_KEY)")
@@ -190,13 +227,11 @@ def _write(dest: str, text: str, flag: str, append: bool = False) -> None:
     from ..errors import StoreError
 
     try:
-        if os.path.dirname(dest):
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
         if append and os.path.exists(dest):
             with open(dest, "a", encoding="utf-8") as f:
                 f.write(text)
             return
-        tmp = dest + ".tmp"
+        tmp = f"{dest}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, dest)

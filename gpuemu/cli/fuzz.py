@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..preconditions import POLICIES
 from ._common import check_writable, err, prepare_device, write_json
 
 
@@ -38,9 +39,9 @@ def register(sub) -> None:
     p.add_argument("--requires", metavar="PRECONDITION", action="append", default=[],
                    help="what the launcher's callers guarantee; no case is drawn outside it (repeatable): "
                         "contiguous[=ARG,...], dtypes=fp16,bf16, divisible=DIM:N, max=DIM:N")
-    p.add_argument("--preconditions", choices=("fail", "warn"), default=None,
+    p.add_argument("--preconditions", choices=POLICIES, default=None,
                    help="a case that fails only outside an undeclared precondition (PRECONDITION): fail the run "
-                        "(default) or only show it")
+                        "(default), warn (show it, pass the run) or ignore (count it as passing)")
     p.add_argument("--limits", choices=("allow", "fail"), default=None,
                    help="a case whose launch the target GPU refuses (shared memory, registers, grid): a LIMIT line, "
                         "not a failure (allow, default), or a failure (fail: the shape is declared supported)")
@@ -162,8 +163,10 @@ def run(args) -> int:
     if spec is not None:
         requires.check_against(spec)
     device = prepare_device(args.device)
-    fn = load(args.target)
-    from ..frameworks import resolve
+    from ..frameworks import quiet_native_logs, resolve
+
+    with quiet_native_logs():  # a module importing TensorFlow: its load-time notices are not gpuemu's report
+        fn = load(args.target)
 
     framework = resolve(fn, args.framework)  # a missing jax/tensorflow or an ambiguous module: one line here
     bound = None
@@ -237,7 +240,16 @@ def run(args) -> int:
         raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
                               "choose other dtypes with --dtype")
     if result.all_errored and not result.timed_out:  # it takes the op's arguments (checked above): a broken kernel
-        err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
+        from ..frameworks import other_framework_hint
+
+        messages = {f.verdict.message for f in result.failures}
+        if len(messages) == 1:  # one cause: say it (a Pallas kernel that cannot run here, a wrong framework)
+            err(f"every case raised the same error: {messages.pop()}")
+        else:
+            err(f"every case raised: {args.target} or its kernel is broken (ERROR verdicts above, each with its seed)")
+        hint = other_framework_hint(fn, framework)
+        if hint:
+            err(f"hint: {hint}")
     if not result.ok and not args.exit_zero:
-        return 1  # FAIL or ERROR; PRECONDITION too unless --preconditions warn (or oracle.preconditions: warn)
+        return 1  # FAIL or ERROR; PRECONDITION too unless the policy is warn or ignore (gpuemu.preconditions)
     return 0

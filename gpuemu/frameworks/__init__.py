@@ -17,7 +17,9 @@ jax and tensorflow are imported only when a launcher needs them (``import gpuemu
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
 import sys
 from typing import Any, Callable
 
@@ -121,6 +123,10 @@ def backend(framework: str):
 
     if framework == "tf":
         preload_triton()
+        if "tensorflow" not in sys.modules:  # gpuemu imports it: its C++ INFO lines (oneDNN, CPU features) would
+            import os  # mix into gpuemu's report; a level the user set is kept
+
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         importlib.import_module(_PACKAGE[framework])
     except ImportError as e:
@@ -143,14 +149,124 @@ def adapt(fn: Callable, framework: str, *, index_output: bool = False) -> Callab
     if framework == "torch":
         return fn
     conv = backend(framework)
+    quiet = _quiet_tf if framework == "tf" else _nothing
 
     @functools.wraps(fn)
     def launcher(*args: Any, **kwargs: Any) -> Any:
-        out = fn(*[conv.to_native(a) for a in args], **kwargs)
+        try:
+            with quiet():
+                out = fn(*[conv.to_native(a) for a in args], **kwargs)
+        except Exception as e:
+            explain(e)
+            raise
         return conv.to_torch(out, index_output=index_output)
 
     launcher.__gpuemu_framework__ = framework  # type: ignore[attr-defined]
     return launcher
 
 
-__all__ = ["FRAMEWORKS", "adapt", "backend", "canonical", "detect", "no_strides_reason", "preload_triton", "resolve"]
+# what an exception a framework raises means for a gpuemu run, added to its message (the verdict shows it)
+_EXPLAIN = {
+    "Only interpret mode is supported on CPU backend":
+        "a Pallas kernel with interpret=False runs only on a GPU or TPU; on this CPU pass interpret=True to "
+        "pl.pallas_call (e.g. interpret=jax.default_backend() == 'cpu')",
+}
+
+
+def explain(e: BaseException) -> None:
+    """Add what gpuemu knows about ``e`` to its message, in place (its traceback, the user's line, is kept)."""
+    text = str(e)
+    for needle, why in _EXPLAIN.items():
+        if needle in text and why not in text and e.args and isinstance(e.args[0], str):
+            e.args = (f"{e.args[0]} ({why})",) + tuple(e.args[1:])
+
+
+def other_framework_hint(fn: Callable, used: str) -> str | None:
+    """For a launcher run as ``used`` whose every case raised: the other framework its module imports, as a hint
+    to say which (a module importing torch and jax is taken for a torch launcher)."""
+    if used != "torch":
+        return None
+    mod = sys.modules.get(getattr(getattr(fn, "__wrapped__", None) or fn, "__module__", "") or "")
+    names = set()
+    for v in list(vars(mod).values()) if mod is not None else []:
+        try:
+            name = getattr(v, "__name__", "") if isinstance(v, type(sys)) else (getattr(v, "__module__", "") or "")
+        except Exception:
+            continue
+        if isinstance(name, str) and name:
+            names.add(name.split(".")[0])
+    other = "jax" if names & {"jax", "jaxlib"} else "tf" if "tensorflow" in names else None
+    if other is None:
+        return None
+    return (f"its module imports {_LABEL[other]} as well as torch, so it ran as a torch launcher: if it takes "
+            f"{_LABEL[other]} arrays, pass --framework {other} (framework: {other} in a gpuemu check manifest, "
+            f"framework='{other}' in gpuemu.fuzz and the pytest marker)")
+
+
+# lines TensorFlow's native code prints to stderr when it loads, whatever TF_CPP_MIN_LOG_LEVEL says (absl logs
+# before its own initialisation): the oneDNN notice (printed by two of its libraries), the CPU-feature notice
+_NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+                           r"|[IW]\d{4} [\d:. ]+\d+ (port|cpu_feature_guard)\.cc:\d+\] .*"
+                           r"|To enable the following instructions: .* rebuild TensorFlow with the appropriate "
+                           r"compiler flags\.)$")
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """While a launcher's module is imported (and imports TensorFlow): what native code writes to stderr is held,
+    and written back without TensorFlow's load-time notices. Python's own output is untouched. Anything else
+    (an error of the module, a C library's warning) comes through, in order, when the block ends."""
+    import os
+    import tempfile
+
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr (pytest capture, a notebook): nothing to filter
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), fd)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except Exception:
+                pass
+            os.dup2(saved, fd)
+            os.close(saved)
+            held.seek(0)
+            text = held.read().decode("utf-8", "replace")
+            kept = [ln for ln in text.splitlines(keepends=True) if not _NATIVE_NOISE.match(ln.rstrip("\n"))]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _quiet_tf:
+    """TensorFlow's Python warnings (tf.function retracing: gpuemu calls with new shapes on purpose) held back for
+    the call, the logger's level restored after."""
+
+    def __enter__(self) -> None:
+        import logging
+
+        self.log = logging.getLogger("tensorflow")
+        self.level = self.log.level
+        self.log.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.log.setLevel(self.level)
+
+
+__all__ = ["FRAMEWORKS", "adapt", "backend", "canonical", "detect", "explain", "no_strides_reason", "other_framework_hint",
+           "preload_triton", "quiet_native_logs", "resolve"]

@@ -57,7 +57,12 @@ def install(*, mode: str | None = None, sample_rate: float | None = None, budget
 
     >>> rt = install(mode="shadow", sample_rate=0.05)     # doctest: +SKIP
     """
+    from ..frameworks import preload_triton
     from ..telemetry import Telemetry
+
+    # first of all: registering the backend imports torch._dynamo, which imports Triton, and libtriton loaded after
+    # TensorFlow crashes the process unless it is loaded the safe way (import tensorflow; import gpuemu.hook)
+    preload_triton()
 
     settings = resolve_settings(mode=mode, sample_rate=sample_rate, budget=budget, store=store,
                                 rulepack=rulepack, **limits)

@@ -20,7 +20,18 @@ _installed: Any = None  # our listener, while installed
 _previous: Any = None  # the listener we chained onto
 
 
-def _knob():
+def _knob(load: bool = True):
+    """Triton's compilation knobs; None where Triton has none (< 3.4). ``load=False``: only if Triton is already
+    imported (removing a listener never needs to load it, and loading libtriton after TensorFlow must go through
+    :func:`gpuemu.frameworks.preload_triton`, or the process crashes)."""
+    import sys
+
+    if "triton" not in sys.modules:
+        if not load:
+            return None
+        from ..frameworks import preload_triton
+
+        preload_triton()
     try:
         import triton
 
@@ -76,7 +87,7 @@ def install(rt: Any) -> bool:
 def uninstall() -> None:
     """Restore the listener that was there before ours (if ours is still the one installed)."""
     global _installed, _previous
-    knob = _knob()
+    knob = _knob(load=False)
     if knob is not None and _installed is not None and getattr(knob, "listener", None) is _installed:
         knob.listener = _previous
     _installed = _previous = None

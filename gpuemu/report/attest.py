@@ -2,8 +2,9 @@
 
 What is signed, exactly: DSSE's pre-authentication encoding of the payload type and the payload bytes
 (``DSSEv1 <len> <type> <len> <payload>``), so verification needs nothing but the envelope and the public key.
-The Statement's subjects are the kernel source files and rule packs by sha256 (names relative to the
-project root, where the check ran); its predicate is what the run found and under which versions.
+The Statement's subjects are the kernel source files, the manifest and the rule packs by sha256 (names relative
+to the project root, where the check ran; gpuemu's built-in rule packs as ``gpuemu/rulepacks/NAME``); its
+predicate is what the run found, under which versions, of which git commit and, in CI, by which run.
 
 >>> priv, pub = keygen("key")                           # doctest: +SKIP
 >>> envelope = sign_check(result, key_path=priv)        # doctest: +SKIP
@@ -72,6 +73,8 @@ def _load_private(path: str | os.PathLike):
     serialization, ed25519 = _crypto()
     try:
         key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except FileNotFoundError:
+        raise InvalidArgument(f"--attest {path}: no such key file; create a key pair with 'gpuemu keygen'") from None
     except OSError as e:
         raise InvalidArgument(f"--attest {path}: cannot read the key: {e.strerror or e}") from None
     except (ValueError, TypeError) as e:
@@ -129,6 +132,8 @@ def statement(result) -> dict:
         for f in files:
             if os.path.isfile(f):
                 subjects.setdefault(_name(f, result.root), {"sha256": _sha256(f)})
+    if os.path.isfile(result.manifest):  # which launchers, ops and settings were asked for
+        subjects.setdefault(_name(result.manifest, result.root), {"sha256": _sha256(result.manifest)})
     packs = []
     for rp in result.rulepacks:
         if os.path.isfile(rp):
@@ -139,6 +144,7 @@ def statement(result) -> dict:
     for k in result.kernels:
         kernels.append({
             "target": f"{_name(k.file, result.root)}:{k.function}", "op": k.op, "verdict": k.status, "ok": k.ok,
+            "policy": getattr(k, "policy", "fail"),
             "seed": f"0x{k.seed:x}", "cases": k.iterations, "passed": k.passed, "statuses": dict(k.statuses),
             "dtypes": list(k.dtypes), "skipped": dict(k.skipped), "source_sha256": k.sha256,
             "kernels": [{"name": x["name"], "file": _name(x["path"], result.root) if x.get("path") else None,
@@ -156,9 +162,13 @@ def statement(result) -> dict:
                             "python": result.versions.get("python"), "device": result.device},
             "run": {"seed": f"0x{result.seed:x}", "started": result.started, "seconds": round(result.seconds, 3),
                     "manifest": _name(result.manifest, result.root)},
+            # the commit the verdicts are of (dirty: tracked files differed from it) and the CI run that made them
+            "source": (getattr(result, "provenance", None) or {}).get("git") or None,
+            "ci": (getattr(result, "provenance", None) or {}).get("ci") or None,
             "rulepacks": packs,
             "summary": {"kernels": len(result.kernels), "passed": sum(k.ok for k in result.kernels),
-                        "verdicts": result.counts(), "cases": sum(k.iterations for k in result.kernels)},
+                        "verdicts": result.counts(), "cases": sum(k.iterations for k in result.kernels),
+                        "ok": result.ok},
             "kernels": kernels,
         },
     }
@@ -226,6 +236,10 @@ def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str 
         return v
     sigs = env["signatures"] if isinstance(env["signatures"], list) else []
     ours = [s for s in sigs if isinstance(s, dict) and s.get("keyid") == v.key_id]
+    if not sigs:
+        v.problems.append("the report carries no signature: it was stripped, or never signed ('gpuemu check "
+                          "--attest KEY' signs it)")
+        return v
     if not ours:
         others = ", ".join(str(s.get("keyid", "?"))[:16] for s in sigs if isinstance(s, dict)) or "none"
         v.problems.append(f"wrong key: the report is signed by key {others}…, not by the given key "
@@ -261,10 +275,29 @@ def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str 
         base = Path(sources)
         if not base.is_dir():
             raise InvalidArgument(f"--sources {sources}: not a directory")
+        from .. import __version__
+        from ..config import builtin_dir
+
+        signed_version = (stmt.get("predicate", {}).get("tool") or {}).get("version")
         for subj in stmt.get("subject", []):
             name, want = subj.get("name", ""), subj.get("digest", {}).get("sha256")
-            if name.startswith("/") or name.startswith("gpuemu/rulepacks/"):
-                v.unchecked.append(name)  # outside the project tree (the installed gpuemu's own rule packs)
+            if name.startswith("gpuemu/rulepacks/"):
+                # gpuemu's own rule packs: the installed gpuemu's copy, when it is the version that signed
+                if signed_version != __version__:
+                    v.unchecked.append(f"{name} (signed by gpuemu {signed_version}, this is {__version__})")
+                    continue
+                f = builtin_dir() / name[len("gpuemu/rulepacks/"):]
+                if not f.is_file():
+                    v.problems.append(f"{name}: listed in the report but this gpuemu {__version__} has no such "
+                                      "built-in rule pack")
+                elif _sha256(str(f)) != want:
+                    v.problems.append(f"{name}: sha256 {_sha256(str(f))[:16]}… of this gpuemu's built-in copy does "
+                                      f"not match the report's {str(want)[:16]}…: the tolerances differ")
+                else:
+                    v.checked.append(name)
+                continue
+            if name.startswith("/"):
+                v.unchecked.append(name)  # outside the project tree, named in full: not under --sources
                 continue
             f = base / name
             if not f.is_file():
@@ -276,3 +309,9 @@ def verify(envelope: bytes, *, public_key_path: str | os.PathLike, sources: str 
                 v.checked.append(name)
     v.ok = not v.problems
     return v
+
+
+def unpassed(stmt: dict) -> list[str]:
+    """The launchers a verified statement says did not pass: ``target (verdict)``; empty when all passed."""
+    return [f"{k.get('target')} ({k.get('verdict')})" for k in stmt.get("predicate", {}).get("kernels", [])
+            if not k.get("ok")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..check.outputs import failure_text, first_failure, rel, summary_rows, totals_line
+from ..check.outputs import first_failure, rel, status_word, summary_rows, totals_line
 from ..check.run import PASSING, CheckResult, KernelResult
 
 _CSS = """
@@ -24,12 +24,12 @@ table{border-collapse:collapse;width:100%;margin:8px 0} th,td{border:1px solid #
 th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.row-fail td{background:#ffebe9} tr.row-fail td.status{background:#cf222e;color:#fff;font-weight:600}
 tr.row-pass td.status{background:#1a7f37;color:#fff;font-weight:600}
-tr.row-other td{background:#fff8c5} tr.row-other td.status{background:#9a6700;color:#fff;font-weight:600}
+tr.row-warn td{background:#fff8c5} tr.row-warn td.status{background:#9a6700;color:#fff;font-weight:600}
 td.cell-pass{background:#dafbe1} td.cell-fail{background:#ffcecb} td.cell-none{color:#8c959f}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow-x:auto;white-space:pre-wrap}
 details{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;margin:8px 0}
-details.fail{border-color:#cf222e} summary{cursor:pointer}
+details.fail{border-color:#cf222e} details.warn{border-color:#9a6700} summary{cursor:pointer}
 .meta td:first-child{width:180px;color:#59636e}
 .muted{color:#59636e}
 #summary code{overflow-wrap:anywhere;word-break:break-word} #summary td:nth-child(7){width:42%}
@@ -41,9 +41,8 @@ def _e(s: object) -> str:
 
 
 def _row_class(k: KernelResult) -> str:
-    if k.ok:
-        return "row-pass"
-    return "row-fail" if k.status in ("fail", "error") else "row-other"
+    """Red when it fails the gate, amber for a warning, green when it passes (gpuemu.check.outputs: the level)."""
+    return f"row-{k.level}"
 
 
 def _plot(result: CheckResult) -> str:
@@ -119,8 +118,8 @@ def _kernel_section(i: int, k: KernelResult, root: str) -> str:
     f = first_failure(k)
     where = ", ".join(f"{_e(x['name'])} at {_e(rel(x['path'], root))}:{x['start_line']}" for x in k.kernels
                       if x.get("path")) or "not seen"
-    parts = [f'<details id="kernel-{i}" class="{"pass" if k.ok else "fail"}"{"" if k.ok else " open"}>',
-             f"<summary><h3 style='display:inline'>{'PASS' if k.ok else _e(k.status.upper())} · "
+    parts = [f'<details id="kernel-{i}" class="{k.level}"{"" if k.level == "pass" else " open"}>',
+             f"<summary><h3 style='display:inline'>{_e(status_word(k))} · "
              f"{_e(rel(k.file, root))}:{_e(k.function)} <span class='muted'>({_e(k.op)}, {k.passed}/{k.iterations} "
              f"cases, seed 0x{k.seed:x}, {k.seconds:.1f} s)</span></h3></summary>",
              f"<p class='muted'>Triton kernels launched: {where}</p>", _matrix(k)]
@@ -159,8 +158,8 @@ def render(result: CheckResult) -> str:
             ("manifest", rel(result.manifest, result.root)),
             *[(name, str(v)) for name, v in result.versions.items()],
             ("rule packs", ", ".join(rel(p, result.root) or p for p in result.rulepacks))]
-    failing = [(i, k) for i, k in enumerate(result.kernels) if not k.ok]
-    passing = [(i, k) for i, k in enumerate(result.kernels) if k.ok]
+    failing = [(i, k) for i, k in enumerate(result.kernels) if k.level != "pass"]
+    passing = [(i, k) for i, k in enumerate(result.kernels) if k.level == "pass"]
     body = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -176,7 +175,7 @@ def render(result: CheckResult) -> str:
         "<h2>Worst case against its bound</h2>",
         "<p class='muted'>Per failing launcher and dtype, the case farthest beyond its tolerance bound "
         "(error / allowed, log scale). Passing cases stay under 1x and are not drawn.</p>", _plot(result),
-        "<h2>Failing launchers</h2>" if failing else "",
+        "<h2>Failing launchers and warnings</h2>" if failing else "",
         *[_kernel_section(i, k, result.root) for i, k in failing],
         "<h2>Passing launchers</h2>" if passing else "",
         *[_kernel_section(i, k, result.root) for i, k in passing],

@@ -67,6 +67,7 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
     ``runtime``: run CPU launches on gpuemu's runtime (default: yes when ``device`` is the CPU).
     """
     import contextlib
+    import warnings
 
     import numpy as np
 
@@ -87,6 +88,10 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
             reports = stack.enter_context(_runtime_scope()) if use_runtime else None
             stack.enter_context(poison_allocations(enabled=poison))
             stack.enter_context(np.errstate(all="ignore"))
+            # nor is a max over a block of NaNs (Triton's interpreter reduces with np.nanmax, which warns): the
+            # verdict judges the NaN; the warning only reached the user's stderr
+            stack.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message="All-NaN (slice|axis) encountered", category=RuntimeWarning)
             try:
                 out.output = fn(*args, **kwargs)
                 _sync(device)
@@ -108,14 +113,18 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
 def _user_frame(tb):
     """Where the launcher's own code raised: the deepest frame outside gpuemu, torch and triton (an
     IndexError from ``out.stride(-2)`` passes through gpuemu's poisoning mode and torch; the user's line
-    is the one to show), else the deepest frame outside gpuemu, else the deepest."""
+    is the one to show) and, where loaded, JAX and TensorFlow (a Pallas or tf.function launcher's error is
+    raised deep inside them), else the deepest frame outside gpuemu, else the deepest."""
     import os.path
+    import sys
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     libs = [here]
-    for mod in ("torch", "triton"):
+    for mod in ("torch", "triton", "jax", "jaxlib", "tensorflow", "keras", "tf_keras"):
         try:
-            libs.append(os.path.dirname(os.path.abspath(__import__(mod).__file__)))
+            m = sys.modules.get(mod) or (__import__(mod) if mod in ("torch", "triton") else None)
+            if m is not None:
+                libs.append(os.path.dirname(os.path.abspath(m.__file__)))
         except Exception:  # pragma: no cover - not installed
             pass
     frames = list(tb)
