@@ -259,7 +259,9 @@ class Batch:
         import triton.language as tl
 
         shape = [self.P] + (list(t.type.shape) if t.type.is_block() else [])
-        return tl.core.tensor(t.handle, self.block_type(t.dtype, shape))
+        # a handle of its own: every tensor notes its rank on its handle (tensor_init), and t's handle must keep t's
+        # (t[:, None] after tl.sum(t) expanded the wrong axis: a silent wrong answer where the two block sizes match)
+        return tl.core.tensor(type(t.handle)(t.handle.data, t.handle.dtype), self.block_type(t.dtype, shape))
 
     def block_type(self, dtype: Any, shape: list[int]) -> Any:
         import triton.language as tl

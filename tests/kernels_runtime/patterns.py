@@ -1137,3 +1137,25 @@ def _scalar_value_run(d):
     y = _nan(60 + 4)
     scalar_value_kernel[(4,)](d["x"], d["shift"], d["scale"], y, 60, BLOCK=16)
     return (y,)
+
+
+@triton.jit
+def reduce_then_expand_kernel(p_ptr, v_ptr, o_ptr, BT: tl.constexpr, BD: tl.constexpr):
+    """A block reduced (tl.sum(pr, 0)) and then expanded (pr[:, None]), as a decode attention's online softmax
+    does, with equal block sizes: a batched pass once took the reduction's view of the block for the block's."""
+    h = tl.program_id(0)
+    offs_t = tl.arange(0, BT)
+    offs_d = tl.arange(0, BD)
+    pr = tl.exp(tl.load(p_ptr + h * BT + offs_t))
+    v = tl.load(v_ptr + offs_t[:, None] * BD + offs_d[None, :])
+    total = tl.sum(pr, 0)
+    acc = tl.sum(pr[:, None] * v, 0) / total
+    tl.store(o_ptr + h * BD + offs_d, acc)
+
+
+@pattern("reduce_then_expand", "tl.sum of a block, then the block expanded (pr[:, None] * v), BT == BD",
+         lambda: {"p": _randn(3 * 16, seed=35), "v": _randn(16 * 16, seed=36)})
+def _reduce_then_expand_run(d):
+    y = _nan(3 * 16)
+    reduce_then_expand_kernel[(3,)](d["p"], d["v"], y, BT=16, BD=16)
+    return (y,)
