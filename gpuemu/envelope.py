@@ -17,25 +17,31 @@ from typing import Any, Mapping
 @dataclass
 class Envelope:
     launched: dict[str, int] = field(default_factory=dict)  # dim -> largest size seen launching
+    blocks: dict[str, int] = field(default_factory=dict)  # block constexpr -> largest value seen launching
     caps: dict[str, int] = field(default_factory=dict)  # dim -> largest size drawn from now on
     refused: int = 0
     first: str = ""  # the first refusal's message
 
-    def launched_at(self, dims: Mapping[str, int]) -> None:
+    def launched_at(self, dims: Mapping[str, int], launches: Any = ()) -> None:
         for d, v in dims.items():
             if v > self.launched.get(d, 0):
                 self.launched[d] = v
+        for name, v in _blocks(launches).items():
+            if v > self.blocks.get(name, 0):
+                self.blocks[name] = v
 
-    def refused_at(self, dims: Mapping[str, int], message: str, lows: Mapping[str, int]) -> None:
-        """A refusal at ``dims``: cap every dim past the largest size seen launching (``lows``: each dim's
-        smallest size, which no cap goes under)."""
+    def refused_at(self, dims: Mapping[str, int], message: str, lows: Mapping[str, int], launches: Any = ()) -> None:
+        """A refusal at ``dims``. The dims to cap: those whose next power of two is a block size the refused launch
+        has and no launched one had (BLOCK_D = next_power_of_2(D), the usual way a block follows a dim); else
+        every dim past the largest size seen launching, one below its refused size (later refusals go on)."""
         self.refused += 1
         self.first = self.first or message
-        for d, v in dims.items():
-            seen = self.launched.get(d, 0)
-            if v > seen:
-                cap = seen if seen else max(v // 2, 1)
-                self.caps[d] = max(lows.get(d, 1), min(self.caps.get(d, cap), cap))
+        grown = {v for n, v in _blocks(launches).items() if v > self.blocks.get(n, 0)}
+        culprits = [d for d, v in dims.items() if v > self.launched.get(d, 0) and _pow2(v) in grown]
+        for d in culprits or [d for d, v in dims.items() if v > self.launched.get(d, 0)]:
+            v, seen = dims[d], self.launched.get(d, 0)
+            cap = (seen if seen else max(v // 2, 1)) if culprits else max(seen, v - 1)
+            self.caps[d] = max(lows.get(d, 1), min(self.caps.get(d, cap), cap))
 
     def describe(self) -> str:
         """``launches on sm_90 for D <= 128, N <= 512 (needs 294,912 B shared memory on sm_90, limit 232,448)``."""
@@ -47,6 +53,20 @@ class Envelope:
     def to_dict(self) -> dict[str, Any]:
         return {"refused": self.refused, "caps": dict(self.caps), "first": self.first or None,
                 "text": self.describe() if self.refused else None}
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _blocks(launches: Any) -> dict[str, int]:
+    """The power-of-two int constexprs of the launches (the block sizes)."""
+    out: dict[str, int] = {}
+    for lch in launches or ():
+        for name, v in getattr(lch, "constexprs", {}).items():
+            if type(v) is int and v >= 2 and not v & (v - 1):
+                out[name] = max(out.get(name, 0), v)
+    return out
 
 
 def _target_of(message: str) -> str:

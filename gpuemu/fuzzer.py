@@ -308,7 +308,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                                                "is drawn for this launcher")
                 continue
             if ev.verdict.status == LIMIT:  # the GPU refuses this launch: shown, and later cases stay inside
-                envelope.refused_at(case.dims, ev.verdict.message, lows)
+                envelope.refused_at(case.dims, ev.verdict.message, lows, ev.launches)
                 result.iterations += 1
                 result.limits += 1
                 result.envelope = envelope.to_dict()
@@ -330,7 +330,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
             if on_case:
                 on_case(i, case, verdict)
             if verdict.status in (PASS, REJECTED) or verdict.status == FAIL:
-                envelope.launched_at(case.dims)  # (it launched: whatever its values, the GPU takes this size)
+                envelope.launched_at(case.dims, ev.launches)  # (it launched: the GPU takes this size)
             if verdict.status == PASS:
                 result.passed += 1
                 result.framework_passes += verdict.basis == "framework"

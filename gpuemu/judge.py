@@ -201,6 +201,11 @@ def rms_scale(output: Any, ref64: Any) -> Any:
 # ------------------------------------------------------------------------------------ eager-relative judgment
 # (the graph shadow's, and every kernel judged against a user's reference: see judge_outputs)
 MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
+# A kernel judged against a user's reference (judge_reference) is often a reordering of it that eager code is not (an
+# online softmax against torch's two passes, a K loop in tiles): in fp32 the correct shipped kernels reached 7x the
+# eager reference's own error on spiked inputs (bench/reference_calibration.md), where an fp16 intermediate in an
+# fp32 kernel is ~1000x off. fp16/bf16 results are dominated by their own rounding (u * |ref| is in the bound).
+REFERENCE_MULTIPLIER = {"fp32": 16.0, "fp16": 3.0, "bf16": 3.0}
 
 
 def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
@@ -219,7 +224,7 @@ def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
 
 
 def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], tolerances: Any,
-                  skip: set | None = None) -> tuple[Any, int | None, dict]:
+                  skip: set | None = None, multiplier: dict | None = None) -> tuple[Any, int | None, dict]:
     """(worst verdict, index of the output it is about, per-output notes) over the floating outputs.
 
     Every output's error / bound is first computed on its device; the Oracle then judges the outputs that
@@ -235,7 +240,7 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
         if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor) or not isinstance(e, torch.Tensor):
             continue
         label = dtype_label(c.dtype)
-        if label not in MULTIPLIER or (skip and id(r) in skip):
+        if label not in (multiplier or MULTIPLIER) or (skip and id(r) in skip):
             continue
         dev = c.device if c.device.type != "meta" else torch.device("cpu")
         ref64 = r.detach().to(dev, torch.float64)
@@ -246,7 +251,7 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
                                                      f"{list(ref64.shape)}"), i)
             continue
         tol = tolerances.get("default", label, device=dev)
-        scale = graph_scale(ref64, e, tol.rtol, MULTIPLIER[label])
+        scale = graph_scale(ref64, e, tol.rtol, (multiplier or MULTIPLIER)[label])
         eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
         notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
         cands.append((_device_ratio(c, ref64, scale, tol, label), i, c, ref64, scale, tol, label))
@@ -260,7 +265,7 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
     worst = None
     worst_i = None
     for _, i, c, ref64, scale, tol, label in chosen:
-        doc = (f"max(|ref|, rms(ref)) + {MULTIPLIER[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
+        doc = (f"max(|ref|, rms(ref)) + {(multiplier or MULTIPLIER)[label]:g} * (|eager - ref| + rms(eager - ref)) / rtol: "
                "eager's own error against fp64")
         if c.numel() > SKETCH_MIN:
             notes["sketched"].append(i)
@@ -283,28 +288,15 @@ def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float
     return float(device_ratio(c, ref64, scale, tol, label).max())
 
 
-class _Widened:
-    """A tolerance table whose fp32 entries are in units of TF32's rounding (a kernel whose fp32 dots ran in TF32,
-    the sm_80+ default: see :func:`gpuemu.oracle.tf32_tolerance`)."""
-
-    def __init__(self, table: Any) -> None:
-        self.table = table
-
-    def get(self, op: str, dtype: str, device: Any = None) -> Tolerance:
-        from .oracle import tf32_tolerance
-
-        tol = self.table.get(op, dtype, device=device)
-        return tf32_tolerance(tol) if dtype == "fp32" else tol
-
-
-def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, *, tf32: bool = False) -> Verdict:
+def judge_reference(outputs: list, truth: list, control: list, tolerances: Any) -> Verdict:
     """A kernel's outputs against its PyTorch reference: ``truth`` (the reference run in float64) and ``control``
     (the same reference in the working dtype), one list entry per output tensor, in order.
 
     Floating outputs are judged by :func:`judge_outputs` (the bound relative to the control's own error); integer
     and bool ones exactly against the truth. Elements where the control itself is not finite while the truth is
     (the reference overflows in the working dtype) tell nothing about the kernel and are not judged; a case with
-    nothing left to judge is REJECTED as undetermined. ``tf32``: fp32 dots ran in TF32 (bounds in TF32 units)."""
+    nothing left to judge is REJECTED as undetermined. (A kernel whose fp32 dots ran in TF32 gets a control that did
+    too: :meth:`gpuemu.oracle.Oracle.compare_reference`.)"""
     import torch
 
     from .compare import REJECTED
@@ -333,10 +325,11 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
             t64 = t.detach().to(torch.float64)
             lost = c.detach().to(t64.device).isfinite().logical_not() & t64.isfinite()
             n = int(lost.sum())
-            if n:  # the reference overflows there in the working dtype: not judged
-                unjudged += n
-                o = torch.where(lost.to(o.device), t64.to(o.device, o.dtype), o)
-                c = torch.where(lost, t64.to(c.dtype), c)
+            if n:  # the reference overflows there in the working dtype: not judged (0 in all three, so that
+                unjudged += n  # neither its error nor its magnitude, through rms(ref), enters the other bounds)
+                o = o.masked_fill(lost.to(o.device), 0)
+                c = c.masked_fill(lost, 0)
+                t = t64.masked_fill(lost, 0)
             total += o.numel()
         floats_k.append(o)
         floats_t.append(t)
@@ -345,7 +338,7 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
     if floats_k and total and unjudged == total:
         return Verdict(REJECTED, "undetermined", "the reference itself overflows in this dtype at every output "
                                                  "element: nothing to judge here")
-    worst, at, _ = judge_outputs(floats_k, floats_t, floats_c, _Widened(tolerances) if tf32 else tolerances)
+    worst, at, _ = judge_outputs(floats_k, floats_t, floats_c, tolerances, multiplier=REFERENCE_MULTIPLIER)
     if worst is None:
         return Verdict(PASS)
     if at is not None and worst.status != PASS and len(outputs) > 1:

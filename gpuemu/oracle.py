@@ -208,15 +208,21 @@ class Oracle:
                 return truth
         note = ""
         try:
-            control = spec.eager(*args)
+            if tf32:  # the kernel's fp32 dots ran in TF32, as on a GPU: so do the control's matrix products
+                from .backends.fp64 import Tf32Mode
+
+                with Tf32Mode():
+                    control = spec.eager(*args)
+                note = "the control's fp32 matrix products read TF32 operands, as the kernel's fp32 dots did"
+            else:
+                control = spec.eager(*args)
         except Exception as e:  # noqa: BLE001 - e.g. an op with no fp16 kernel on this device
             control = [t.to(o.dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() and t.is_floating_point()
                        else t for t, o in zip(truth, _tensors(output) or truth)]
             note = f"the reference does not run in this dtype ({one_line(e)}): bound from rounding the truth"
         t1 = time.perf_counter()
         v = judge_reference(_tensors(output), [t.detach().cpu() for t in truth],
-                            [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances,
-                            tf32=tf32)
+                            [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances)
         if note:
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
         return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))

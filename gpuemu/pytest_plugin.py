@@ -127,10 +127,28 @@ def _framework(v: Any) -> str:
 
 # Every argument @pytest.mark.gpuemu(...) and gpuemu_fuzz(...) take: name -> check (returns the value gpuemu.fuzz
 # gets). To add one: a row here, and its use in _fuzz_kwargs.
+def _reference(v: Any) -> Any:
+    """A reference or an inputs function: a callable, a class (KernelBench's Model) or a ``file.py:name`` target."""
+    if callable(v) or (isinstance(v, str) and ":" in v):
+        return v
+    raise GpuemuUsageError("give a callable or 'path/to/file.py:name'")
+
+
+def _declaration(v: Any) -> Any:
+    from gpuemu.errors import InvalidArgument
+    from gpuemu.schema.declare import load_declaration
+
+    try:
+        load_declaration(v)
+    except InvalidArgument as e:
+        raise GpuemuUsageError(str(e)) from None
+    return v
+
+
 MARK_KEYS: dict[str, Callable[[Any], Any]] = {
     "op": _op, "iterations": _positive_int, "seed": _seed, "dtypes": _dtypes, "strategy": _strategy,
     "rulepack": _rulepack, "max_failures": _positive_int, "requires": _requires, "preconditions": _policy,
-    "framework": _framework,
+    "framework": _framework, "reference": _reference, "inputs": _reference, "schema": _declaration,
 }
 
 
@@ -238,10 +256,15 @@ class GpuemuFailure(AssertionError):
 def _fuzz_kwargs(config, nodeid: str, kw: dict) -> dict:
     """The keyword arguments of ``gpuemu.fuzz`` for one item: its marker's, then the command line's."""
     op = kw.get("op")
-    if not op:
-        raise GpuemuUsageError(f"{nodeid}: gpuemu needs op=..., e.g. @pytest.mark.gpuemu(op='softmax')")
+    if bool(op) == (kw.get("reference") is not None):
+        raise GpuemuUsageError(f"{nodeid}: gpuemu needs op=... (e.g. @pytest.mark.gpuemu(op='softmax')) or reference=... "
+                               "(the launcher's PyTorch reference, with inputs= its example call), one of the two")
+    for k in ("inputs", "schema"):
+        if kw.get(k) is not None and kw.get("reference") is None:
+            raise GpuemuUsageError(f"{nodeid}: gpuemu's {k}= goes with reference=")
     device = config.getoption("gpuemu_device")
-    return dict(op=op, iterations=config.getoption("gpuemu_iterations") or kw.get("iterations"),
+    return dict(op=op or None, reference=kw.get("reference"), inputs=kw.get("inputs"), schema=kw.get("schema"),
+                iterations=config.getoption("gpuemu_iterations") or kw.get("iterations"),
                 seed=_run_seed(config, nodeid, kw.get("seed")), dtypes=kw.get("dtypes"), strategy=kw.get("strategy"),
                 store=config.getoption("gpuemu_store"), rulepack=kw.get("rulepack") or (),
                 device=None if device == "auto" else device, max_failures=kw.get("max_failures"),

@@ -243,3 +243,39 @@ def to_fp64(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(to_fp64(v) for v in value)
     return value
+
+
+# ------------------------------------------------------------------------------------ the TF32 control
+_TF32_FUNCS = {"matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "linear", "einsum", "__matmul__", "__rmatmul__",
+               "conv1d", "conv2d", "conv3d", "scaled_dot_product_attention", "tensordot", "dot", "mv", "addmv"}
+_TF32_CLS = None
+
+
+def _tf32(t: Any) -> Any:
+    """An fp32 tensor as a TF32 tensor core reads it: the low 13 mantissa bits dropped (NaN kept)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+        return t
+    c = t.contiguous()
+    out = (c.view(torch.int32) & -8192).view(torch.float32)
+    return torch.where(c.isnan(), c, out).view(t.shape) if t.is_contiguous() else torch.where(c.isnan(), c, out)
+
+
+def Tf32Mode():  # noqa: N802 - reads as the class it returns an instance of
+    """A TorchFunctionMode under which fp32 matrix products read their operands as TF32, as a GPU's do by default:
+    the control of a kernel whose fp32 ``tl.dot`` ran in TF32 (the sm_80+ default) is the reference computed so."""
+    global _TF32_CLS
+    if _TF32_CLS is None:
+        from torch.overrides import TorchFunctionMode
+
+        class _Tf32Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if _name(func) in _TF32_FUNCS:
+                    args = tuple(_tf32(a) for a in args)
+                    kwargs = {k: _tf32(v) for k, v in kwargs.items()}
+                return func(*args, **kwargs)
+
+        _TF32_CLS = _Tf32Mode
+    return _TF32_CLS()

@@ -185,6 +185,38 @@ def _target(v: Any, ctx: _Ctx) -> str:
     return v
 
 
+def _reference_target(v: Any, ctx: _Ctx) -> str:
+    """A file.py:name of a reference or an inputs function, resolved against the manifest's folder."""
+    v = _str(v, ctx)
+    file, sep, name = v.rpartition(":")
+    if not sep or not file or not name:
+        raise _Bad(f"{v!r} must be 'path/to/file.py:name'")
+    if file.endswith(".py") or "/" in file or os.sep in file:
+        for base in (ctx.root, Path.cwd()):
+            cand = (base / file).resolve()
+            if cand.is_file():
+                return f"{cand}:{name}"
+        raise _Bad(f"{file!r} does not exist (relative to {_short(str(ctx.root))})")
+    return v
+
+
+def _schema(v: Any, ctx: _Ctx) -> Any:
+    if isinstance(v, str):
+        f = (ctx.root / v).resolve()
+        if not f.is_file():
+            raise _Bad(f"schema file {v!r} does not exist (relative to {_short(str(ctx.root))})")
+        return str(f)
+    if not isinstance(v, dict):
+        raise _Bad("a mapping (dims, args, dtypes, requires) or the path of a YAML file holding one")
+    from ..errors import InvalidArgument
+    from ..schema.declare import load_declaration
+
+    try:
+        return load_declaration(v)
+    except InvalidArgument as e:
+        raise _Bad(str(e)) from None
+
+
 def _kernels(v: Any, ctx: _Ctx) -> list:
     if not isinstance(v, list) or not v:
         raise _Bad("expected a non-empty list of {target, op} entries")
@@ -195,7 +227,12 @@ def _kernels(v: Any, ctx: _Ctx) -> list:
 # on KernelEntry (and on Manifest for a top-level one), then read it where the launcher is fuzzed (run.fuzz_one).
 KEYS: dict[str, Key] = {k.name: k for k in (
     Key("target", ENTRY, _target, "path/to/file.py:function, globs allowed on both parts", required=True),
-    Key("op", ENTRY, _op, "the op the launcher implements ('gpuemu ops')", required=True),
+    Key("op", ENTRY, _op, "the op the launcher implements ('gpuemu ops'); or reference:"),
+    Key("reference", ENTRY, _reference_target, "the launcher's PyTorch reference, file.py:function (or a KernelBench "
+                                                "problem's file.py:Model), instead of op:"),
+    Key("inputs", ENTRY, _reference_target, "with reference: file.py:function returning an example call's arguments "
+                                             "(default: the reference file's get_inputs)"),
+    Key("schema", ENTRY, _schema, "with reference: a declaration correcting the inferred schema (or a YAML file)"),
     Key("iterations", BOTH, _positive_int, "cases per launcher"),
     Key("seed", BOTH, _seed, "run seed (on an entry: that launcher's own seed)"),
     Key("dtypes", BOTH, _dtypes, "dtypes to fuzz, of fp32, fp16, bf16"),
@@ -223,7 +260,10 @@ class KernelEntry:
     """One launcher to fuzz: ``target`` is ``/abs/path/file.py:function`` after glob expansion."""
 
     target: str
-    op: str
+    op: str | None = None
+    reference: str | None = None  # judged against a PyTorch reference instead of an op (gpuemu.schema)
+    inputs: str | None = None
+    schema: Any = None
     iterations: int | None = None
     seed: int | None = None
     dtypes: tuple[str, ...] | None = None
@@ -244,7 +284,8 @@ class KernelEntry:
         return self.target.rpartition(":")[2]
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "op": self.op, "iterations": self.iterations, "seed": self.seed,
+        return {"target": self.target, "op": self.op, "reference": self.reference, "inputs": self.inputs,
+                "iterations": self.iterations, "seed": self.seed,
                 "dtypes": list(self.dtypes) if self.dtypes else None, "strategy": self.strategy,
                 "rulepacks": list(self.rulepacks), "requires": dict(self.requires),
                 "preconditions": self.preconditions, "framework": self.framework}
@@ -373,9 +414,10 @@ def load(path: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None
         extra = dict(entry.pop("_extra", {}))
         extra.update(entry.pop("labels", None) or {})
         for target in expand(entry["target"], ctx.root, shown, f"{label}.target"):
-            if (target, entry["op"]) in seen:
+            against = entry.get("op") or entry.get("reference")
+            if (target, against) in seen:
                 continue
-            seen.add((target, entry["op"]))
+            seen.add((target, against))
             kernels.append(KernelEntry(**dict(entry, target=target), extra=extra, where=f"{shown}: {label}"))
     top.pop("kernels")
     top.pop("_extra", None)
@@ -423,6 +465,22 @@ def _check_entry(entry: dict, top: dict, path: str, where: str) -> None:
     from ..cases import canonical_dtype
     from ..preconditions import Requires
 
+    if ("op" in entry) == ("reference" in entry):
+        raise _fail(path, where, "give op: (an op of the registry) or reference: (the launcher's PyTorch reference), "
+                                 "one of the two")
+    if "reference" not in entry:
+        for k in ("inputs", "schema"):
+            if k in entry:
+                raise _fail(path, f"{where}.{k}", "goes with reference:")
+    else:  # its op (dims, dtypes) exists once the reference is bound: the fuzz checks the rest
+        ref_file, _, ref_name = entry["reference"].rpartition(":")
+        if ref_file.endswith(".py"):
+            _require_defined(ref_file, ref_name, path, f"{where}.reference", entry["reference"])
+        if entry.get("inputs"):
+            in_file, _, in_name = entry["inputs"].rpartition(":")
+            if in_file.endswith(".py"):
+                _require_defined(in_file, in_name, path, f"{where}.inputs", entry["inputs"])
+        return
     spec = ops.get(entry["op"])
     supported = [canonical_dtype(d) for d in spec.dtypes]
     dtypes = entry.get("dtypes") or top.get("dtypes")

@@ -59,9 +59,9 @@ def execute(tasks: list[tuple[Any, dict]], *, address: str | None, root: str, st
                 try:
                     result, files, tmp_root = ray.get(ref)
                 except Exception as e:  # retries exhausted (the worker died every time): that launcher's error
-                    from .run import KernelResult
+                    from .run import KernelResult, against
 
-                    result = KernelResult(target=entry.target, op=entry.op, seed=tasks[i][1]["seed"],
+                    result = KernelResult(target=entry.target, op=against(entry), seed=tasks[i][1]["seed"],
                                           error=f"Ray task failed after {MAX_RETRIES} retries: {type(e).__name__}: "
                                                 f"{str(e).splitlines()[0] if str(e) else ''}").to_dict()
                     files, tmp_root = {}, None

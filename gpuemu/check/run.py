@@ -166,11 +166,19 @@ def strategy_facets(case) -> list[str]:
     return out
 
 
+def against(entry: KernelEntry) -> str:
+    """What the launcher is judged against, for tables and ids: its op, or ``reference file.py:name``."""
+    if entry.op:
+        return entry.op
+    file, _, name = (entry.reference or "").rpartition(":")
+    return f"reference {Path(file).name}:{name}"
+
+
 def kernel_seed(run_seed: int, entry: KernelEntry) -> int:
     """Each launcher's seed: its own manifest seed, else the run seed mixed with its target (order-free)."""
     if entry.seed is not None:
         return entry.seed
-    name = f"{Path(entry.file).name}:{entry.function}:{entry.op}"
+    name = f"{Path(entry.file).name}:{entry.function}:{entry.op or against(entry)}"
     return (run_seed * 0x9E3779B1 + zlib.crc32(name.encode())) & 0xFFFFFFFF
 
 
@@ -227,7 +235,7 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
     from ..preconditions import Requires
 
     t0 = time.perf_counter()
-    res = KernelResult(target=entry.target, op=entry.op, seed=seed, strategy=strategy or "default",
+    res = KernelResult(target=entry.target, op=against(entry), seed=seed, strategy=strategy or "default",
                        policy=preconditions)
     try:
         res.sha256 = sha256_file(entry.file)
@@ -260,7 +268,8 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
                                          "message": verdict.message, "seed": f"0x{case.seed:x}",
                                          "case": case.describe()}
 
-        result = fuzz(fn, op=entry.op, iterations=iterations, seed=seed, dtypes=list(dtypes) if dtypes else None,
+        result = fuzz(fn, op=entry.op, reference=entry.reference, inputs=entry.inputs, schema=entry.schema,
+                      iterations=iterations, seed=seed, dtypes=list(dtypes) if dtypes else None,
                       strategy=strategy, store=store, rulepack=list(rulepacks), device=device, target=entry.target,
                       on_case=on_case, compile_workers=compile_workers,
                       requires=Requires.from_dict(requires) if requires else None, preconditions=preconditions,
@@ -284,7 +293,7 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         d["original_case_text"] = f.original.describe() if f.original else None
         res.failures.append(d)
     names = [lch.kernel for f in result.failures for lch in f.launches]
-    if not names:  # a passing launcher: record the kernels it launched on one plain case for the reports
+    if not names and entry.op:  # a passing launcher: record the kernels it launched on one plain case for reports
         names = _launched_names(fn, entry.op, seed, device)
     res.kernels = locate_kernels(fn, names)
     res.status = kernel_status(res.statuses) if res.iterations else "error"
@@ -377,7 +386,8 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
         settings = config.resolve(rulepacks=own, store=store) if e.rulepacks else resolved
         req = from_project(e.target, settings.requires).merge(Requires.from_dict(e.requires or None))
         try:
-            req.check_against(ops.get(e.op))  # gpuemu.yaml's requires: names the op lacks, before anything runs
+            if e.op:  # (a reference-defined launcher's names are checked once its schema is inferred)
+                req.check_against(ops.get(e.op))  # gpuemu.yaml's requires: names the op lacks, before anything runs
         except GpuemuError as ex:
             raise RulePackError(f"{e.where or e.target}: {ex} (from requires: in gpuemu.yaml)") from None
         policy = resolve_policy(preconditions, manifest.setting(e, "preconditions"), settings)
@@ -425,7 +435,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                     d = fut.result()
                 except Exception as ex:  # the worker died (segfault, OOM): that launcher's error
                     e, kw = tasks[i]
-                    d = KernelResult(target=e.target, op=e.op, seed=kw["seed"], policy=kw["preconditions"],
+                    d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
                                      error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
                 done(i, d)
     from .provenance import provenance

@@ -1,4 +1,6 @@
-"""``@shadow(op=...)``: bind a launcher (a Python function with the op's signature) to the op's fp64 reference.
+"""``@shadow(op=...)`` / ``@shadow(reference=...)``: bind a launcher to the op's fp64 reference, or to its own PyTorch
+reference (the kernel's definition: judged as ``gpuemu fuzz --reference`` judges it, by :func:`gpuemu.judge.
+judge_reference`: the reference run in float64 is the truth, the same reference in the call's dtype the control).
 
 >>> import gpuemu.hook
 >>> @gpuemu.hook.shadow(op="rmsnorm")                     # doctest: +SKIP
@@ -26,14 +28,24 @@ from .sampling import busy, dtype_label
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def shadow(fn: F | None = None, *, op: str) -> Any:
-    """Decorate a launcher that implements ``op`` so the hook checks it against the op's fp64 reference.
+def shadow(fn: F | None = None, *, op: str | None = None, reference: Callable | None = None) -> Any:
+    """Decorate a launcher that implements ``op`` so the hook checks it against the op's fp64 reference, or one
+    whose meaning is the PyTorch function ``reference`` (called with the launcher's own arguments).
 
     ``op`` must be a known op (``gpuemu ops``); the launcher takes the op's arguments by name or position
-    and returns the output tensor.
+    and returns the output tensor. With ``reference``, the launcher returns what the reference returns (a tensor
+    or a tuple of them).
     """
     from .. import ops
+    from ..errors import InvalidArgument
 
+    if (op is None) == (reference is None):
+        raise InvalidArgument("shadow needs op= (an op of the registry) or reference= (the launcher's PyTorch "
+                              "reference), one of the two")
+    if reference is not None:
+        if not callable(reference):
+            raise InvalidArgument(f"shadow(reference={reference!r}): give the reference function itself")
+        return _shadow_reference(fn, reference)
     spec = ops.get(op)  # an unknown op is the caller's mistake: say so at decoration time
 
     def wrap(launcher: F) -> F:
@@ -138,3 +150,107 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs, convert=None):
 
 def _jsonable(d: dict) -> dict:
     return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str)) or v is None}
+
+
+def _shadow_reference(fn: Any, reference: Callable) -> Any:
+    def wrap(launcher: Any) -> Any:
+        @functools.wraps(launcher)
+        def shadowed(*args: Any, **kwargs: Any) -> Any:
+            from . import runtime
+
+            rt = runtime._current
+            if rt is None or not rt.arming.armed:  # between samples: one attribute read, then the launcher
+                return launcher(*args, **kwargs)
+            return _slow_reference(rt, reference, launcher, state, args, kwargs)
+
+        state: dict = {}
+        shadowed.__gpuemu_shadow__ = {"reference": reference, "launcher": launcher}  # type: ignore[attr-defined]
+        return shadowed
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def reference_judgment(reference: Callable, args: tuple, kwargs: dict, result: Any, tolerances: Any) -> Verdict:
+    """``result`` of a call ``(*args, **kwargs)`` against ``reference``'s on the same (captured) arguments: fp64
+    truth under gpuemu's fp64 mode, the reference in the call's dtype as the control (gpuemu.judge)."""
+    import torch
+
+    from ..backends.fp64 import Fp64Mode
+    from ..judge import judge_reference
+    from ..schema.infer import flatten_outputs
+
+    def up(v: Any) -> Any:
+        return v.detach().to("cpu", torch.float64) if is_tensor(v) and v.is_floating_point() else v
+
+    with torch.no_grad():
+        with Fp64Mode():
+            truth = flatten_outputs(reference(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()}))
+        control = flatten_outputs(reference(*args, **kwargs))
+    return judge_reference(flatten_outputs(result), [t.detach().cpu() for t in truth], control, tolerances)
+
+
+def _slow_reference(rt, reference, launcher, state, args, kwargs):
+    from .capture import source_file, target_of
+
+    if busy():
+        return launcher(*args, **kwargs)
+    name = getattr(launcher, "__qualname__", getattr(launcher, "__name__", "launcher"))
+    try:
+        site = state.get("site")
+        if site is None or state.get("rt") is not rt:  # a new install starts afresh
+            site = state["site"] = rt.site(("shadow", id(launcher)), name, "@shadow")
+            state["rt"] = rt
+        values = list(args) + list(kwargs.values())
+        first = next((v for v in values if is_tensor(v) and v.is_floating_point()), None)
+        sample, key = rt.decide(site, first)
+    except Exception as e:
+        rt.internal_error("shadow/reference", e)
+        return launcher(*args, **kwargs)
+    if not sample:
+        return launcher(*args, **kwargs)
+    dtype = dtype_label(first.dtype if first is not None else None)
+    names = [f"arg{i}" for i in range(len(args))] + [f"kw.{k}" for k in kwargs]
+    tensors = {n: v for n, v in zip(names, values) if is_tensor(v)}
+
+    def capture_(chk):
+        if dtype not in ("fp32", "fp16", "bf16"):
+            chk.skip(f"dtype {dtype} has no fp64 reference check")
+        elif storage_bytes(tensors.values()) > rt.settings.max_capture_bytes:
+            chk.skip("arguments exceed max_capture_bytes")
+        else:
+            return capture(tensors)
+        return None
+
+    def judge(chk, pre, result):
+        from ..schema.infer import flatten_outputs
+
+        got = dict(zip(names, values))
+        got.update(pre)
+        c_args = [got[n] for n in names[:len(args)]]
+        c_kwargs = {k: got[f"kw.{k}"] for k in kwargs}
+        chk.verdict = reference_judgment(reference, c_args, c_kwargs, result, rt.tolerances)
+        mutated = [k for k, v in tensors.items() if not same_bits(pre[k], v)]
+        if chk.verdict.passed and mutated:
+            chk.verdict = Verdict(FAIL, "mutation", f"the launcher modified its input"
+                                                    f"{'s' if len(mutated) > 1 else ''} {', '.join(mutated)} "
+                                                    "(inputs must stay unchanged)")
+        if chk.verdict.status != FAIL:
+            return
+        try:
+            target, ref_target = target_of(launcher), target_of(reference)
+        except Exception:
+            target, ref_target = name, getattr(reference, "__qualname__", "reference")
+        scalars = {n: v for n, v in zip(names, values) if not is_tensor(v)}
+        record = {"target": target, "hook": {"launcher": target, "reference": ref_target,
+                                             "file": source_file(launcher), "args": names[:len(args)],
+                                             "kwargs": list(kwargs), "scalars": _jsonable(scalars),
+                                             "device": str(first.device) if first is not None else "cpu"}}
+        snap = {f"in.{k}": v for k, v in pre.items() if is_tensor(v)}
+        for i, o in enumerate(flatten_outputs(result)):
+            snap[f"out.{i}"] = o
+        outs = flatten_outputs(result)
+        rt.diverged(chk, chk.verdict, what=f"@shadow launcher {name} vs its reference {ref_target}",
+                    shape=list(outs[0].shape) if outs else [], record=record, tensors=snap)
+
+    return run_check(rt, source="shadow", name=name, kind="reference", op=None, dtype=dtype, bucket=key[1],
+                     capture=capture_, call=lambda: launcher(*args, **kwargs), judge=judge)

@@ -95,6 +95,8 @@ def replay_record(record: Mapping[str, Any], tensors: Mapping[str, Any], *, devi
     with shadow_work():
         if source == "torch.compile":
             recorded, rerun, how = _replay_graph(record, tensors, dev, tolerances, recompile)
+        elif source == "shadow" and record["hook"].get("reference"):
+            recorded, rerun, how = _replay_reference_launcher(record, tensors, dev, tolerances, trust)
         elif source == "shadow":
             recorded, rerun, how = _replay_launcher(record, tensors, dev, tolerances, trust)
         elif source == "triton" and record["hook"].get("check") == "metamorphic":
@@ -256,6 +258,37 @@ def _replay_launcher(record, tensors, device, tolerances, trust=True):
     if rerun.passed and mutated:
         rerun = Verdict(FAIL, "mutation", f"the launcher modified its input(s) {', '.join(map(repr, mutated))}")
     return recorded, rerun, f"launcher {record['hook']['launcher']} called on {device}"
+
+
+def _replay_reference_launcher(record, tensors, device, tolerances, trust=True):
+    """A ``@shadow(reference=...)`` divergence: the recorded outputs against the reference on the stored arguments,
+    then (trusted) the launcher called again on them."""
+    from .capture import capture
+    from .decorator import reference_judgment
+
+    h = record["hook"]
+    names = list(h["args"]) + [f"kw.{k}" for k in h["kwargs"]]
+    values = {n: tensors.get(f"in.{n}", h.get("scalars", {}).get(n)) for n in names}
+    outs = [tensors[k] for k in sorted((k for k in tensors if k.startswith("out.")), key=lambda k: int(k[4:]))]
+    if not trust:  # (judging the recorded outputs needs the reference, which is the user's code too)
+        return Verdict.from_dict(record["verdict"]), None, _untrusted(f"reference {h['reference']}", record)
+    try:
+        reference = _load(h["reference"], None)
+        launcher = _load(h["launcher"], h.get("file"))
+    except Exception as e:
+        raise SnapshotError(f"the launcher or its reference cannot be loaded here ({e})") from None
+    launcher = getattr(launcher, "__wrapped__", launcher)
+    args = [values[n] for n in h["args"]]
+    kwargs = {k: values[f"kw.{k}"] for k in h["kwargs"]}
+    recorded = reference_judgment(reference, args, kwargs, outs, tolerances)
+    moved = capture({n: v.to(device) for n, v in values.items() if hasattr(v, "to") and hasattr(v, "shape")})
+    full = dict(values, **moved)
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        out = launcher(*[full[n] for n in h["args"]], **{k: full[f"kw.{k}"] for k in h["kwargs"]})
+    rerun = reference_judgment(reference, args, kwargs, out, tolerances)
+    return recorded, rerun, f"launcher {h['launcher']} called on {device}, judged against {h['reference']}"
 
 
 def _replay_inductor(record, tensors, tolerances):

@@ -1,0 +1,216 @@
+"""Kernels judged against their PyTorch reference (gpuemu.schema): schema inference from an example call, the one
+judge, fuzzing, replay, the CLI, KernelBench modules, manifests and the pytest marker."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import gpuemu
+from gpuemu.schema import bind
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---------------------------------------------------------------- a fused kernel and its reference
+def add_scale(x, bias, scale):
+    return (x + bias) * scale
+
+
+def example_add_scale():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(8, 64, generator=g), torch.randn(64, generator=g), 0.5]
+
+
+@triton.jit
+def _add_scale_kernel(x_ptr, b_ptr, y_ptr, n, sxr, sxc, sb, sy, scale, BLOCK: tl.constexpr, MASK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n if MASK else cols < BLOCK
+    x = tl.load(x_ptr + row * sxr + cols * sxc, mask=m, other=0.0)
+    b = tl.load(b_ptr + cols * sb, mask=m, other=0.0)
+    tl.store(y_ptr + row * sy + cols, (x + b) * scale, mask=m)
+
+
+def _add_scale(x, bias, scale, mask):
+    y = torch.empty(x.shape, dtype=x.dtype)
+    _add_scale_kernel[(x.shape[0],)](x, bias, y, x.shape[1], x.stride(0), x.stride(1), bias.stride(0), y.stride(0),
+                                     scale, BLOCK=triton.next_power_of_2(x.shape[1]), MASK=mask)
+    return y
+
+
+def add_scale_kernel(x, bias, scale):
+    return _add_scale(x, bias, scale, True)
+
+
+def add_scale_kernel_tail(x, bias, scale):  # LLM-style: assumes the row is a whole block (true in the example)
+    return _add_scale(x, bias, scale, False)
+
+
+def test_the_schema_says_what_the_example_and_probing_show():
+    b = bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale)
+    s = b.schema
+    assert [(a.name, a.kind, a.shape) for a in s.args] == [("x", "float", ("x.0", "x.1")),
+                                                            ("bias", "float", ("x.1",)),
+                                                            ("scale", "const", ())]
+    assert s.dims["x.0"].role == "tiled" and s.dims["x.1"].role == "tiled"
+    assert s.dims["x.1"].example == 64 and s.dims["x.1"].hi == 256  # drawn up to 4x the example
+    assert s.dtypes == ("fp32", "fp16", "bf16") and s.primary == "fp32"
+    assert "x.1" in s.describe() and "shared by x.1, bias.0" in s.describe()
+
+
+def test_coinciding_sizes_split_into_the_dims_the_reference_takes_apart():
+    """A square matmul's example (M = N = K) still gives three dims; rope's cos table is half the head dim;
+    offsets of E groups have E + 1 entries; ids point into the table; int8 keeps its range."""
+    def gemm(a, b):
+        return a @ b
+
+    s = bind(gemm, reference=gemm, inputs=lambda: [torch.randn(32, 32), torch.randn(32, 32)]).schema
+    assert len(s.dims) == 3 and s.args[0].shape[1] == s.args[1].shape[0] and s.args[0].shape[0] != s.args[1].shape[1]
+    assert {d.role for d in s.dims.values()} == {"tiled", "contracted"}
+
+    def rope(x, cos, sin):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+    s = bind(rope, reference=rope, inputs=lambda: [torch.randn(4, 16), torch.randn(4, 8), torch.randn(4, 8)]).schema
+    assert s.args[0].shape[1] == "2*" + s.args[1].shape[1]
+
+    def grouped(x, w, offsets, ids, q):
+        out = torch.empty(x.shape[0], w.shape[2])
+        for e in range(w.shape[0]):
+            out[offsets[e]:offsets[e + 1]] = x[offsets[e]:offsets[e + 1]] @ w[e]
+        return out + q.float().sum() * 0 + x[ids].sum() * 0
+
+    q = torch.tensor([-100, 5, 0, 127, -3, 9, 1], dtype=torch.int8)
+    ex = lambda: [torch.randn(10, 4), torch.randn(3, 4, 5), torch.tensor([0, 3, 3, 10]), torch.tensor([1, 9, 2]), q]
+    s = bind(grouped, reference=grouped, inputs=ex).schema
+    kinds = {a.name: a for a in s.args}
+    assert kinds["offsets"].kind == "offsets" and kinds["offsets"].shape[0].endswith("+1")
+    assert kinds["offsets"].index_of == kinds["x"].shape[0]  # ends at the token count
+    assert kinds["ids"].kind == "index" and kinds["ids"].index_of == kinds["x"].shape[0]
+    assert kinds["q"].kind == "int" and (kinds["q"].lo, kinds["q"].hi) == (-100, 127)
+
+
+def test_a_declaration_corrects_the_schema_and_names_what_it_does_not_know():
+    b = bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale,
+             schema={"dims": {"x.1": 64, "x.0": {"max": 4}}, "dtypes": ["fp16"]})
+    assert b.schema.dims["x.1"].fixed and b.schema.dims["x.0"].hi == 4 and b.schema.dtypes == ("fp16",)
+    with pytest.raises(gpuemu.errors.InvalidArgument, match="dim 'N' is not a dim of this call; its dims: x.0, x.1"):
+        bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale, schema={"dims": {"N": 3}})
+    with pytest.raises(gpuemu.errors.InvalidArgument, match="unknown key 'dim'"):
+        bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale, schema={"dim": {}})
+
+
+def test_a_tail_bug_that_passes_allclose_on_the_example_is_caught_and_the_correct_kernel_passes(tmp_path):
+    args = example_add_scale()
+    assert torch.allclose(add_scale_kernel_tail(*args), add_scale(*args))  # what the field checks
+    bad = gpuemu.fuzz(add_scale_kernel_tail, reference=add_scale, inputs=example_add_scale, iterations=30, seed=1,
+                      store=tmp_path / "s")
+    assert not bad.ok and bad.failures[0].verdict.status in ("fail", "error")
+    first = bad.failures[0]
+    assert first.case.dims["x.1"] & (first.case.dims["x.1"] - 1)  # shrunk to a row that is not a power of two
+    good = gpuemu.fuzz(add_scale_kernel, reference=add_scale, inputs=example_add_scale, iterations=30, seed=1,
+                       store=tmp_path / "s")
+    assert good.ok, good.report()
+
+
+def test_the_judge_leaves_out_what_the_reference_itself_overflows_and_judges_ints_exactly():
+    from gpuemu.judge import judge_reference
+    from gpuemu.tolerance import ToleranceTable
+
+    tol = ToleranceTable({"default": {"fp16": {"rtol": 2e-3, "atol": 1e-7}, "fp32": {"rtol": 1e-5, "atol": 1e-37}}})
+    truth = [torch.tensor([1.0, 70000.0], dtype=torch.float64)]
+    control = [torch.tensor([1.0, float("inf")], dtype=torch.float16)]
+    v = judge_reference([torch.tensor([1.0, 0.0], dtype=torch.float16)], truth, control, tol)
+    assert v.status == "pass" and "not judged" in v.detail
+    v = judge_reference([torch.tensor([3.0, 0.0], dtype=torch.float16)], truth, control, tol)
+    assert v.status == "fail"
+    v = judge_reference([torch.tensor([1, 2])], [torch.tensor([1, 3])], [torch.tensor([1, 3])], tol)
+    assert v.status == "fail" and v.kind == "mismatch"
+    v = judge_reference([torch.ones(2)], [torch.ones(2, dtype=torch.float64)] * 2, [torch.ones(2)] * 2, tol)
+    assert v.status == "fail" and v.kind == "outputs"
+
+
+def test_a_stored_failure_replays_from_its_record_in_a_fresh_process(tmp_path):
+    mod = tmp_path / "kern.py"
+    mod.write_text(textwrap.dedent('''
+        import torch, triton, triton.language as tl
+        def reference(x):
+            return x * 2.0
+        def get_inputs():
+            return [torch.randn(4, 32)]
+        @triton.jit
+        def _k(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            cols = tl.arange(0, BLOCK)
+            row = tl.program_id(0)
+            tl.store(y_ptr + row * BLOCK + cols, tl.load(x_ptr + row * BLOCK + cols) * 2.0)
+        def double(x):
+            y = torch.empty_like(x)
+            _k[(x.shape[0],)](x, y, BLOCK=triton.next_power_of_2(x.shape[1]))
+            return y
+    '''))
+    env = dict(os.environ, PYTHONPATH=ROOT, TRITON_INTERPRET="1")
+    run = subprocess.run([sys.executable, "-m", "gpuemu", "fuzz", f"{mod}:double", "--reference", f"{mod}:reference",
+                          "-n", "20", "--seed", "3", "--store", str(tmp_path / "st"), "--json", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "schema (inferred from the example call of" in run.stderr
+    seed = hex(json.loads((tmp_path / "r.json").read_text())["failures"][0]["case"]["seed"])
+    rep = subprocess.run([sys.executable, "-m", "gpuemu", "reproduce", seed, "--store", str(tmp_path / "st")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert rep.returncode == 1 and "reproduced: same verdict" in rep.stderr, rep.stderr[-2000:]
+    show = subprocess.run([sys.executable, "-m", "gpuemu", "fuzz", f"{mod}:double", "--reference", f"{mod}:reference",
+                           "--show-schema"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert show.returncode == 0 and "x.1" in show.stdout and "dtypes swept" in show.stdout
+    bad = subprocess.run([sys.executable, "-m", "gpuemu", "fuzz", f"{mod}:double", "--op", "softmax", "--reference",
+                          f"{mod}:reference"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_kernelbench_problem_binds_modules_with_the_same_parameters_and_sizes():
+    """ModelNew gets Model's parameters by name, the constructor's sizes follow the dims they equal."""
+    d = os.path.join(ROOT, "examples/kernelbench/14_linear_relu_scale")
+    b = bind(gpuemu.target.load(f"{d}/solution.py:ModelNew"), reference=f"{d}/problem.py:Model")
+    s = b.schema
+    assert s.call == "module" and set(s.dims) == {"batch_size", "in_features", "out_features"}
+    args = {a.name: a for a in s.args}
+    assert args["init.in_features"].kind == "dim" and args["init.in_features"].index_of == "in_features"
+    assert args["param.linear.weight"].shape == ("out_features", "in_features")
+    assert args["init.scale"].kind == "const"
+
+
+def test_the_hook_judges_a_launcher_against_its_reference_with_the_same_judge(tmp_path):
+    """@shadow(reference=...) in production: a sampled call judged as the fuzzer judges it; a wrong one diverges,
+    stores its arguments and outputs, and replays."""
+    import gpuemu.hook as hook
+    from gpuemu.store import Store
+
+    def ref(x, bias, scale):
+        return add_scale(x, bias, scale)
+
+    def off_by_one(x, bias, scale):  # (in bounds: the host program's own launch is not bounds-checked)
+        y = add_scale_kernel(x, bias, scale)
+        y[:, -1] += 1.0
+        return y
+
+    good = hook.shadow(reference=ref)(add_scale_kernel)
+    bad = hook.shadow(reference=ref)(off_by_one)
+    with hook.installed(mode="shadow", sample_rate=1.0, budget=1.0, store=str(tmp_path / "st")):
+        x, b = torch.randn(5, 40), torch.randn(40)
+        assert torch.equal(good(x, b, 0.5), add_scale_kernel(x, b, 0.5))
+        bad(x, b, 0.5)
+        stats = hook.stats()
+    assert stats["checks_by_source"]["@shadow"] == 2 and stats["divergences_by_source"] == {"@shadow": 1}
+    assert stats["internal_errors"] == 0
+    (rec,) = [f.record for f in Store(tmp_path / "st").list()]
+    assert rec["hook"]["reference"].endswith(":test_the_hook_judges_a_launcher_against_its_reference_with_the_same_judge.<locals>.ref") \
+        or "ref" in rec["hook"]["reference"]
+    with pytest.raises(gpuemu.errors.InvalidArgument, match="op= .* or reference="):
+        hook.shadow(op="softmax", reference=ref)
