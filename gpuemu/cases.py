@@ -419,7 +419,7 @@ def _drawn(arg: ops.ArgSpec, shape: tuple[int, ...], case: "Case", rng: Rng, spe
     import numpy as np
     import torch
 
-    from .schema.declare import bound_value
+    from .schema.model import bound_value
 
     n = math.prod(shape)
     block = rng.next_u64()

@@ -26,8 +26,8 @@ import math
 from typing import Any, Callable
 
 from .compare import dtype_label  # noqa: F401 (the labels the judge keys tolerances by)
-from .oracle import FAIL, PASS, SKIP, Oracle, Verdict
-from .oracle import _unravel  # one index helper for every mismatch report
+from .compare import FAIL, PASS, SKIP, Verdict
+from .compare import unravel as _unravel  # one index helper for every mismatch report
 from .tolerance import Tolerance, ToleranceTable
 
 FLOAT_LABELS = ("fp32", "fp16", "bf16")
@@ -165,27 +165,6 @@ def judge_pair(output: Any, reference: Any, *, tolerances: ToleranceTable, what:
 
 def skipped(reason: str) -> Verdict:
     return Verdict(SKIP, "skipped", reason)
-
-
-def compare_op(oracle: Oracle, spec: Any, dtype: str, inputs: dict, kwargs: dict, output: Any) -> Verdict:
-    """``oracle.compare`` with the fp64 reference computed on the inputs' device (a GPU stays a GPU).
-
-    The oracle gathers float64 inputs on the CPU; on a GPU the reference itself runs on the GPU in
-    float64 and only its result comes back for the comparison.
-    """
-    import dataclasses
-
-    first = next((t for t in inputs.values() if t is not None), None)
-    device = getattr(first, "device", None)
-    if device is not None and device.type != "cpu":
-        base_ref = spec.reference
-
-        def on_device(**kw):
-            moved = {k: (v.to(device) if hasattr(v, "to") and hasattr(v, "device") else v) for k, v in kw.items()}
-            return base_ref(**moved).cpu()
-
-        spec = dataclasses.replace(spec, reference=on_device)
-    return oracle.compare(spec, dtype, inputs, kwargs, output)
 
 
 def rms_scale(output: Any, ref64: Any) -> Any:

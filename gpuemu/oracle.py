@@ -190,6 +190,26 @@ class Oracle:
         except Exception as e:  # noqa: BLE001 - the reference's own domain
             return Verdict(REJECTED, "reference", f"the reference cannot compute this case in float64: {one_line(e)}")
 
+    def compare_on_device(self, spec: ops.OpSpec, dtype: str, inputs: dict, kwargs: dict, output: Any) -> Verdict:
+        """:meth:`compare` with the fp64 reference computed on the inputs' device (a GPU stays a GPU).
+
+        The oracle gathers float64 inputs on the CPU; on a GPU the reference itself runs on the GPU in
+        float64 and only its result comes back for the comparison.
+        """
+        import dataclasses
+
+        first = next((t for t in inputs.values() if t is not None), None)
+        device = getattr(first, "device", None)
+        if device is not None and device.type != "cpu":
+            base_ref = spec.reference
+
+            def on_device(**kw):
+                moved = {k: (v.to(device) if hasattr(v, "to") and hasattr(v, "device") else v) for k, v in kw.items()}
+                return base_ref(**moved).cpu()
+
+            spec = dataclasses.replace(spec, reference=on_device)
+        return self.compare(spec, dtype, inputs, kwargs, output)
+
     def compare_reference(self, spec: ops.OpSpec, inputs: Mapping[str, Any], output: Any, *,
                           tf32: bool = False, truth: Any = None) -> Verdict:
         """Judge the output(s) of a kernel bound to a user's PyTorch reference (``spec.schema``): the reference in

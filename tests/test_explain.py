@@ -6,7 +6,7 @@ import gpuemu
 from gpuemu import ops
 from gpuemu.cases import DISTRIBUTIONS, generate, with_dims
 from gpuemu.explain import INDEX_VALUE_HINTS, VALUE_HINTS, diagnose, value_hint
-from gpuemu.fuzzer import _Runner
+from gpuemu.engine.run import Runner as _Runner
 from gpuemu.oracle import Oracle
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gpuemu
-from gpuemu.fuzzer import attribute_blocks
+from gpuemu.explain import attribute_blocks
 from gpuemu.runners import Launch
 from gpuemu import ops
 

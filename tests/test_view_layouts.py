@@ -131,7 +131,10 @@ def test_real_sizes_are_few_and_reach_a_1024_gemm_and_2048_tokens():
 
 def test_shrinking_keeps_only_the_view_the_failure_needs_and_the_hint_names_the_dim():
     from gpuemu import config
-    from gpuemu.fuzzer import PRECONDITION, _layout_precondition, _Runner, shrink
+    from gpuemu.engine.classify import layout_precondition as _layout_precondition
+    from gpuemu.engine.run import Runner as _Runner
+    from gpuemu.oracle import PRECONDITION
+    from gpuemu.shrink import shrink
     from gpuemu.oracle import Oracle
 
     fn = load(f"{KERNELS / 'rope_tokens.py'}:rope_tokens_batch_stride")

@@ -21,7 +21,6 @@ from typing import Any, Callable, TypeVar
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, is_tensor, same_bits, storage_bytes
-from ..judge import compare_op
 from .pipeline import run_check
 from .sampling import busy, dtype_label
 
@@ -120,7 +119,7 @@ def _slow(rt, spec, launcher, sig, state, args, kwargs, convert=None):
         else:
             from ..oracle import Oracle
 
-            chk.verdict = compare_op(Oracle(rt.tolerances), spec, dtype, pre, op_kwargs, result)
+            chk.verdict = Oracle(rt.tolerances).compare_on_device(spec, dtype, pre, op_kwargs, result)
         mutated = [k for k, v in tensors.items() if not same_bits(pre[k], v)]
         if chk.verdict.passed and mutated:
             chk.verdict = Verdict(FAIL, "mutation", f"the launcher modified its input"

@@ -185,7 +185,6 @@ def _untrusted(what: str, record) -> str:
 
 def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
     from .. import ops
-    from ..judge import compare_op
 
     b = record["hook"]["binding"]
     spec = ops.get(b["op"])
@@ -200,7 +199,7 @@ def _replay_bound_kernel(record, tensors, device, tolerances, trust=True):
     kernel, params, options, moved = _launch_args(record, tensors, device)
     inputs_dev = {a: (moved[p].clone() if p is not None else None) for a, p in b["inputs"].items()}
     _launch(kernel, record["hook"]["launch"]["grid"], params, options, device)
-    rerun = compare_op(oracle, spec, dtype, inputs_dev, kw_vals, params[b["output"]])
+    rerun = oracle.compare_on_device(spec, dtype, inputs_dev, kw_vals, params[b["output"]])
     return recorded, rerun, f"kernel {record['hook']['launch']['kernel']} launched on {device}"
 
 
@@ -228,7 +227,6 @@ def _replay_metamorphic(record, tensors, device, tolerances, trust=True):
 def _replay_launcher(record, tensors, device, tolerances, trust=True):
     from .. import ops
     from .capture import capture, same_bits
-    from ..judge import compare_op
 
     spec = ops.get(record["op"])
     dtype = record["case"]["dtype"]
@@ -253,7 +251,7 @@ def _replay_launcher(record, tensors, device, tolerances, trust=True):
 
     with np.errstate(all="ignore"):
         out = launcher(*args, **kwargs)
-    rerun = compare_op(oracle, spec, dtype, before, kwargs, out)
+    rerun = oracle.compare_on_device(spec, dtype, before, kwargs, out)
     mutated = [k for k in moved if not same_bits(moved[k], before[k])]
     if rerun.passed and mutated:
         rerun = Verdict(FAIL, "mutation", f"the launcher modified its input(s) {', '.join(map(repr, mutated))}")

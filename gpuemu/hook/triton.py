@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, clone_group, is_tensor, same_bits, storage_bytes
-from ..judge import compare_op, judge_pair, rms_scale
+from ..judge import judge_pair, rms_scale
 from .pipeline import run_check
 from .runtime import Check, Runtime
 from .sampling import busy, dtype_label
@@ -229,7 +229,7 @@ class TritonShadow:
         op_kwargs = {k: bound[p] for k, p in rb.kwargs.items()}
         from ..oracle import Oracle
 
-        verdict = compare_op(Oracle(rt.tolerances), spec, chk.dtype, inputs, op_kwargs, out_t)
+        verdict = Oracle(rt.tolerances).compare_on_device(spec, chk.dtype, inputs, op_kwargs, out_t)
         mutated = [a for a, p in rb.inputs.items()
                    if p is not None and p != rb.output and not same_bits(pre[p], bound[p])]
         if verdict.passed and mutated:

@@ -121,7 +121,8 @@ def _worker(cwd: str, target: str, op: str, seed: int, dtypes: list[str], strate
         import torch
 
         from ..cases import materialize
-        from ..fuzzer import Blocks, _learn
+        from ..cases import Blocks
+        from ..explain import learn as _learn
         from . import run_launcher
 
         fn, spec, req = _prepare(target, op, requires)
@@ -157,7 +158,8 @@ def _cpu_worker(target: str, op: str, seed: int, dtypes: list[str], strategy: st
         sys.stdout = sys.stderr = devnull
         warnings.simplefilter("ignore")
         from ..cases import materialize
-        from ..fuzzer import Blocks, _learn
+        from ..cases import Blocks
+        from ..explain import learn as _learn
         from ..resources import guard, predicting
         from . import run_launcher
         from .launches import add_interceptor, guarding

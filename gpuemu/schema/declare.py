@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InvalidArgument
-from .model import Dim, Schema
+from .model import Dim, Schema, bound_value  # noqa: F401 (bound_value: the declared bounds)
 
 TOP_KEYS = ("dims", "args", "dtypes", "requires")
 DIM_KEYS = ("min", "max", "multiple_of", "fixed", "role")
@@ -70,21 +70,6 @@ def load_declaration(given: Any, reference: Any = None) -> dict:
 
 
 _EXPR = re.compile(r"^[A-Za-z_][\w.]*(\s*[*+-]\s*([A-Za-z_][\w.]*|\d+))*$|^\d+$")
-
-
-def bound_value(v: Any, dims: Mapping[str, int]) -> Any:
-    """A declared range bound: a number, or a sum/product of dims (``"P*S"``, ``"T+1"``) at these dims."""
-    if not isinstance(v, str):
-        return v
-    total, op, val = 0, "+", None
-    for tok in re.findall(r"[A-Za-z_][\w.]*|\d+|[*+-]", v):
-        if tok in "*+-":
-            op = tok
-            continue
-        val = int(tok) if tok.isdigit() else dims[tok]
-        total = total * val if op == "*" else total + val if op == "+" else total - val
-        op = "+"
-    return total
 
 
 def apply(sch: Schema, declared: Mapping[str, Any]) -> Schema:

@@ -253,7 +253,6 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
     for axis, seq in sizes_of.items():
         if len(seq) == len(calls):
             groups.setdefault(tuple(seq), []).append(axis)
-    size_of_group = {key: key[0] for key in groups}
 
     # ids point into the smallest candidate (of another argument) larger than their maximum; offsets end at one
     for s in slots:

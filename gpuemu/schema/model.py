@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import re
+
 from ..ops import ArgSpec
 
 SCHEMA_VERSION = 1
@@ -200,3 +202,18 @@ def _from_repr(text: str) -> Any:
 
         return getattr(torch, text.split(".", 1)[1])
     return text
+
+
+def bound_value(v: Any, dims: Mapping[str, int]) -> Any:
+    """A declared range bound: a number, or a sum/product of dims (``"P*S"``, ``"T+1"``) at these dims."""
+    if not isinstance(v, str):
+        return v
+    total, op, val = 0, "+", None
+    for tok in re.findall(r"[A-Za-z_][\w.]*|\d+|[*+-]", v):
+        if tok in "*+-":
+            op = tok
+            continue
+        val = int(tok) if tok.isdigit() else dims[tok]
+        total = total * val if op == "*" else total + val if op == "+" else total - val
+        op = "+"
+    return total

@@ -1,0 +1,40 @@
+"""The first failure of each class, shrunk (gpuemu.shrink) and explained (gpuemu.explain). A candidate that hangs
+ends shrinking and explaining there: one hang, never one per candidate."""
+
+from __future__ import annotations
+
+from ..cases import Blocks, Case, layout_note, strided_args
+from ..explain import diagnose
+from ..oracle import PRECONDITION, Evaluation, Verdict
+from ..results import Failure
+from ..shrink import ShrinkStats, shrink
+from .classify import layout_precondition
+from .run import Hang, Runner
+
+
+def minimize(run: Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks, budget: int,
+             stats: ShrinkStats | None = None) -> Failure:
+    """The failure of ``case``, shrunk and with its hint (a PRECONDITION keeps its layout)."""
+    run.hang_aborts = True
+    try:
+        return _minimize(run, case, ev, verdict, blocks, budget, stats)
+    except Hang:
+        return Failure(case=case, verdict=verdict, hint="not shrunk: a smaller case ran past the time limit",
+                       launches=tuple(ev.launches))
+    finally:
+        run.hang_aborts = False
+
+
+def _minimize(run: Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks, budget: int,
+              stats: ShrinkStats | None) -> Failure:
+    small, small_ev, _ = shrink(run, case, ev.verdict, blocks, budget, stats)
+    final_ev = small_ev or ev
+    final = final_ev.verdict
+    if verdict.status == PRECONDITION:
+        final = layout_precondition(run, small, final, attribute=True) or verdict
+        odd = ", ".join(layout_note(small, k) for k in strided_args(small))
+        hint = f"stride bug suspected: fails only for non-contiguous inputs ({odd})"
+    else:
+        hint = diagnose(run, small, final, final_ev.launches, original=case if small != case else None)
+    return Failure(case=small, verdict=final, hint=hint, original=case if small != case else None,
+                   launches=tuple(final_ev.launches))
