@@ -141,10 +141,11 @@ def magnitude_limit(spec: ops.OpSpec, dtype: str, dims: Mapping[str, int]) -> fl
     Inputs beyond it overflow in any correct implementation, so they tell nothing about the kernel.
     """
     out_max = _FMAX[dtype]
-    # the longest sum in the op; attention also sums over its head dim (q.k)
+    # the longest sum in the op; attention also sums over its head dim (q.k). A reference-defined op may sum along
+    # any of its dims (a cumsum's, a layernorm's stay in the output): every dim counts there
     roles = ("reduced", "contracted", "head") if spec.magnitude == "dot" else ("reduced", "contracted")
-    reduced = max([dims[d] for d in spec.dims_of_role(*roles)] or [1])
-    if spec.magnitude == "sum":
+    reduced = max([dims[d] for d in (spec.dims if spec.schema is not None else spec.dims_of_role(*roles))] or [1])
+    if spec.magnitude == "sum" or (spec.schema is not None and spec.magnitude == "any"):
         return out_max / (4 * reduced)
     if spec.magnitude == "product":
         return math.sqrt(out_max) / 4
@@ -656,7 +657,8 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
         if a.optional and shape_kind != "fixed" and rng.below(3) == 0:
             layouts[a.name] = "none"
     noncontig = strategy == "strided" or (strategy == "default" and rng.below(10) < 4)
-    cands = [a for a in spec.args if a.is_tensor and layouts[a.name] != "none" and a.resolve(dims, batch)]
+    cands = [a for a in spec.args if a.is_tensor and not a.contiguous and layouts[a.name] != "none"
+             and a.resolve(dims, batch)]
     if noncontig and cands:
         chosen = [a for a in cands if rng.below(2) == 1] or [rng.choice(cands)]
         for a in chosen:
@@ -760,7 +762,7 @@ def _draw_views(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: tupl
     tenths = _VIEW_TENTHS_STRUCTURED if any(_structured(a) for a in spec.args if a.is_tensor) else _VIEW_TENTHS
     if rng.below(_VIEW_ONE_IN) >= (_VIEW_ONE_IN // 2 if often else tenths):
         return
-    cands = [(a, k) for a in spec.args if a.is_tensor and layouts[a.name] != "none"
+    cands = [(a, k) for a in spec.args if a.is_tensor and not a.contiguous and layouts[a.name] != "none"
              and (k := _breaking_views(a, dims, batch))]
     if not cands:
         return
@@ -809,6 +811,8 @@ def _long_row_dims(rng: Rng, spec: ops.OpSpec, dims: Mapping[str, int], batch: t
     dim = rng.choice(long)
     lo = 2 * dim_limits(spec, dim)[1] + 1
     hi = spec.long_rows.get(dim, _LONG_ROW_MAX)
+    if spec.schema is not None:  # a reference-defined op: its dims' cost is unknown (a page count times the pages'
+        hi = min(hi, 8 * dim_limits(spec, dim)[1])  # work): rows up to 8x the largest drawn otherwise
     hi = min(hi, caps.get(dim, hi))
     if hi < lo:  # the launcher declares rows this long unsupported
         return None

@@ -187,14 +187,18 @@ MULTIPLIER = {"fp32": 2.0, "fp16": 3.0, "bf16": 3.0}
 REFERENCE_MULTIPLIER = {"fp32": 16.0, "fp16": 3.0, "bf16": 3.0}
 
 
-def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
-    """The per-element scale whose ``rtol`` multiple is the bound of the module docstring."""
+def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float, spread: Any = None) -> Any:
+    """The per-element scale whose ``rtol`` multiple is the bound of the module docstring. ``spread``: how far the
+    eager result moves when its inputs move by one ulp (the condition of the computation where eager itself happens
+    to be exact), added to eager's error."""
     import torch
 
     e = eager.detach().to(ref64.device, torch.float64)
     finite = ref64.isfinite()
     rms = float(ref64[finite].pow(2).mean().sqrt()) if bool(finite.any()) else 0.0
     eerr = (e - ref64).abs().nan_to_num(nan=0.0, posinf=0.0)
+    if spread is not None:
+        eerr = eerr + spread.to(eerr.device, torch.float64).nan_to_num(nan=0.0, posinf=0.0)
     eerr_rms = float(eerr.pow(2).mean().sqrt()) if eerr.numel() else 0.0
     base = ref64.abs().nan_to_num(posinf=0.0).clamp_min(rms)
     if rtol <= 0:
@@ -203,7 +207,8 @@ def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float) -> Any:
 
 
 def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], tolerances: Any,
-                  skip: set | None = None, multiplier: dict | None = None) -> tuple[Any, int | None, dict]:
+                  skip: set | None = None, multiplier: dict | None = None,
+                  spread: list | None = None) -> tuple[Any, int | None, dict]:
     """(worst verdict, index of the output it is about, per-output notes) over the floating outputs.
 
     Every output's error / bound is first computed on its device; the Oracle then judges the outputs that
@@ -230,7 +235,8 @@ def judge_outputs(compiled: list[Any], ref: list[Any], eager: list[Any], toleran
                                                      f"{list(ref64.shape)}"), i)
             continue
         tol = tolerances.get("default", label, device=dev)
-        scale = graph_scale(ref64, e, tol.rtol, (multiplier or MULTIPLIER)[label])
+        scale = graph_scale(ref64, e, tol.rtol, (multiplier or MULTIPLIER)[label],
+                            spread[i] if spread is not None and spread[i] is not None else None)
         eerr = (e.detach().to(dev, torch.float64) - ref64).abs()
         notes["eager_max_abs_err"].append(float(eerr.nan_to_num(nan=0.0).max()) if eerr.numel() else 0.0)
         cands.append((_device_ratio(c, ref64, scale, tol, label), i, c, ref64, scale, tol, label))
@@ -267,7 +273,8 @@ def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float
     return float(device_ratio(c, ref64, scale, tol, label).max())
 
 
-def judge_reference(outputs: list, truth: list, control: list, tolerances: Any) -> Verdict:
+def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, *,
+                    spread: list | None = None) -> Verdict:
     """A kernel's outputs against its PyTorch reference: ``truth`` (the reference run in float64) and ``control``
     (the same reference in the working dtype), one list entry per output tensor, in order.
 
@@ -275,7 +282,10 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any) 
     and bool ones exactly against the truth. Elements where the control itself is not finite while the truth is
     (the reference overflows in the working dtype) tell nothing about the kernel and are not judged; a case with
     nothing left to judge is REJECTED as undetermined. (A kernel whose fp32 dots ran in TF32 gets a control that did
-    too: :meth:`gpuemu.oracle.Oracle.compare_reference`.)"""
+    too: :meth:`gpuemu.oracle.Oracle.compare_reference`.) ``spread``: per output, how far the control moves when its
+    floating inputs move by one ulp (None where not measured), added to its error: in fp32 a correct kernel that
+    rounds an intermediate at the inputs' magnitude (x - (max + log(sum)) at |x| = 1e4) is that far from fp64 while
+    eager code, exact there, is not."""
     import torch
 
     from .compare import REJECTED
@@ -283,7 +293,7 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any) 
     if len(outputs) != len(truth):
         return Verdict(FAIL, "outputs", f"the kernel returned {len(outputs)} tensor{'s' if len(outputs) != 1 else ''}, "
                                         f"the reference {len(truth)}")
-    floats_k, floats_t, floats_c, where = [], [], [], []
+    floats_k, floats_t, floats_c, floats_s, where = [], [], [], [], []
     unjudged = total = 0
     for i, (o, t, c) in enumerate(zip(outputs, truth, control)):
         if not isinstance(o, torch.Tensor):
@@ -313,11 +323,13 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any) 
         floats_k.append(o)
         floats_t.append(t)
         floats_c.append(c)
+        floats_s.append(spread[i] if spread is not None and i < len(spread) else None)
         where.append(i)
     if floats_k and total and unjudged == total:
         return Verdict(REJECTED, "undetermined", "the reference itself overflows in this dtype at every output "
                                                  "element: nothing to judge here")
-    worst, at, _ = judge_outputs(floats_k, floats_t, floats_c, tolerances, multiplier=REFERENCE_MULTIPLIER)
+    worst, at, _ = judge_outputs(floats_k, floats_t, floats_c, tolerances, multiplier=REFERENCE_MULTIPLIER,
+                                 spread=floats_s)
     if worst is None:
         return Verdict(PASS)
     if at is not None and worst.status != PASS and len(outputs) > 1:

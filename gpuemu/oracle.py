@@ -227,22 +227,35 @@ class Oracle:
             if isinstance(truth, Verdict):
                 return truth
         note = ""
-        try:
+        import contextlib
+
+        def eager(values):
             if tf32:  # the kernel's fp32 dots ran in TF32, as on a GPU: so do the control's matrix products
                 from .backends.fp64 import Tf32Mode
 
                 with Tf32Mode():
-                    control = spec.eager(*args)
+                    return spec.eager(*values)
+            return spec.eager(*values)
+
+        try:
+            control = eager(args)
+            if tf32:
                 note = "the control's fp32 matrix products read TF32 operands, as the kernel's fp32 dots did"
-            else:
-                control = spec.eager(*args)
         except Exception as e:  # noqa: BLE001 - e.g. an op with no fp16 kernel on this device
             control = [t.to(o.dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() and t.is_floating_point()
                        else t for t, o in zip(truth, _tensors(output) or truth)]
             note = f"the reference does not run in this dtype ({one_line(e)}): bound from rounding the truth"
+        spread = None
+        if any(isinstance(c, torch.Tensor) and c.dtype == torch.float32 for c in control):
+            with contextlib.suppress(Exception):  # (a control that cannot be nudged leaves its bound as it is)
+                nudged = eager(_nudged(args))
+                spread = [(n.detach().double() - c.detach().double()).abs()
+                          if isinstance(n, torch.Tensor) and isinstance(c, torch.Tensor) and c.dtype == torch.float32
+                          and n.shape == c.shape else None for n, c in zip(nudged, control)]
         t1 = time.perf_counter()
         v = judge_reference(_tensors(output), [t.detach().cpu() for t in truth],
-                            [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances)
+                            [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances,
+                            spread=spread)
         if note:
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
         return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))
@@ -484,6 +497,24 @@ class Oracle:
             said = f" (read from the {', '.join(sorted(source))}; judged as on the CPU runtime)" if source else ""
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}{said}")
         return done(v)
+
+
+def _nudged(args: list) -> list:
+    """The floating tensor arguments each moved by one ulp, up or down at random (a fixed draw): the control's
+    sensitivity to a rounding of its inputs (see gpuemu.judge.judge_reference's spread)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0x5EED)
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype in (torch.float32, torch.float16,
+                                                                                  torch.bfloat16, torch.float64):
+            up = torch.rand(a.shape, generator=g) < 0.5
+            inf = torch.full(a.shape, float("inf"), dtype=a.dtype)
+            out.append(torch.nextafter(a, torch.where(up, inf, -inf).to(a.device)))
+        else:
+            out.append(a)
+    return out
 
 
 def _tensors(out: Any) -> list:

@@ -42,6 +42,7 @@ class ArgSpec:
     density: float | None = None
     keyword: bool = False
     sorted: bool = False
+    contiguous: bool = False  # always drawn contiguous (a module's parameters: they are allocated, never views)
 
     def resolve(self, dims: Mapping[str, int], batch: tuple[int, ...]) -> tuple[int, ...]:
         out: list[int] = []

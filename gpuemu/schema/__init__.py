@@ -254,7 +254,7 @@ def _bind_modules(kernel: Any, ref_cls: type, ref_target: str | None, calls: lis
                  {}) for c in calls]
     names = list(input_names) + [f"init.{n}" for n in init_names] + [f"param.{n}" for n, _ in params]
     sch = infer(ref_call, full, names=names, constants=constants, call_kind="module", module=layout,
-                where=f"reference {ref_target}", fixed_names=())
+                where=f"reference {ref_target}", fixed_layouts=[f"param.{n}" for n, _ in params])
     sch = apply(sch, declared)
     op = register(sch, ref_call, [], ref_target)
     return Bound(ModuleCall(new_cls, layout, mapping=mapping), op, sch, ref_target, inputs_target)

@@ -204,11 +204,11 @@ def flatten_outputs(out: Any) -> list:
 
 def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], constants: Mapping[str, int] = {},
           call_kind: str = "function", module: Mapping[str, Any] | None = None, where: str = "the reference",
-          fixed_names: Sequence[str] = ()) -> Schema:
+          fixed_names: Sequence[str] = (), fixed_layouts: Sequence[str] = ()) -> Schema:
     """The schema of ``reference`` from its example ``calls`` (see the module docstring). ``names``: one per
     argument (positional, then keyword); ``constants``: the module-level ints of the reference's file, for naming;
     ``fixed_names``: arguments kept as given whatever they hold (a module's constructor arguments that are not
-    sizes are found by probing anyway)."""
+    sizes are found by probing anyway); ``fixed_layouts``: arguments always contiguous (a module's parameters)."""
     import torch
 
     from .calls import call_function
@@ -490,10 +490,12 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
             except KeyError:
                 shape.append(str(int(n)))
         target = dim_name.get(s.index_target[1]) if isinstance(s.index_target, tuple) else None
+        fixed_layout = s.name in fixed_layouts
         if kind == "float":
             follows = _FLOAT_NAMES.get(s.dtype) == primary
             args.append(ArgSpec(s.name, tuple(shape), kind="float", dtype=None if follows else s.dtype,
-                                values=s.values, lo=s.lo, hi=s.hi, density=s.density, keyword=s.keyword))
+                                values=s.values, lo=s.lo, hi=s.hi, density=s.density, keyword=s.keyword,
+                                contiguous=fixed_layout))
         elif kind == "fp8":
             args.append(ArgSpec(s.name, tuple(shape), kind="fp8", dtype=s.dtype, hi=s.hi, keyword=s.keyword))
         elif kind == "bool":
