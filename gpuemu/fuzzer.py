@@ -80,6 +80,11 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     >>> r.ok
     True
     """
+    from .origin import is_replaying
+
+    if is_replaying():  # a replay is importing the script that made this call: no second run, no store write
+        return FuzzResult(target=target or getattr(fn, "__qualname__", "?"), op=op or "reference", seed=0,
+                          stopped="not run: a replay imported the script that calls gpuemu.fuzz")
     from .cases import dim_limits
     from .engine import classify as C
     from .engine.generate import Drawer
@@ -258,7 +263,11 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
     st = Store(settings.store)
     text = seed_hex(seed) if isinstance(seed, int) else str(seed)
     rec, tensors = st.fetch(text, target)
-    fn = fn or load(rec["target"])
+    if fn is None:
+        from .origin import replaying, resolve
+
+        with replaying():  # (a script that calls gpuemu.fuzz at import does not fuzz again)
+            fn = load(resolve(rec["target"], rec.get("origin"), st.root))
     if rec.get("bound"):  # a kernel judged against its reference: the op of the stored schema, registered again
         from .schema import bind_record
 

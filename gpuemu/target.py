@@ -37,7 +37,7 @@ def load(spec: str) -> Callable:
                 raise TargetError(f"target {spec!r} failed to import: {type(e).__name__}: {e}") from None
     else:
         try:
-            module = importlib.import_module(mod_part)
+            module = _import_module(mod_part)
         except Exception as e:
             raise TargetError(f"target {spec!r} failed to import: {type(e).__name__}: {e}") from None
     obj = module
@@ -51,6 +51,22 @@ def load(spec: str) -> Callable:
         kind = type(obj).__name__
         raise TargetError(f"target {spec!r} is {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a callable launcher")
     return obj
+
+
+def _import_module(name: str):
+    """``importlib.import_module``, finding a module of the working directory (or of the top of its git checkout) as
+    ``python -m`` would: a replay line printed by pytest or a script names ``kernels.softmax:f`` relative to there."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not name.startswith(e.name.split(".")[0]):
+            raise
+        from .origin import checkout_of
+
+        for base in dict.fromkeys([os.getcwd(), checkout_of(os.getcwd()) or os.getcwd()]):
+            if base not in sys.path:
+                sys.path.append(base)
+        return importlib.import_module(name)
 
 
 def describe(fn: Callable) -> str:

@@ -84,5 +84,8 @@ fi
   [[ -f "$json" ]] && echo "json=$json"
   [[ -f "$junit" ]] && echo "junit=$junit"
   [[ -n "$attestation" && -f "$attestation" ]] && echo "attestation=$attestation"
+  # the failure store the check wrote (its JSON names it), uploaded as the gpuemu-store artifact for replays
+  store=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("store") or "")' "$json" 2>/dev/null)
+  [[ -n "$store" && -d "$store/failures" ]] && echo "store=$store"
 } >> "$GITHUB_OUTPUT"
 exit 0

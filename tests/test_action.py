@@ -26,7 +26,8 @@ def test_action_is_composite_with_shell_on_every_run_step_and_no_expressions_in_
             assert step.get("shell") == "bash", step["name"]
             assert "${{" not in step["run"], f"{step['name']}: inputs must reach scripts through env:"
     uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
-    assert uses == ["actions/cache", "github/codeql-action/upload-sarif", "actions/upload-artifact"]
+    assert uses == ["actions/cache", "github/codeql-action/upload-sarif", "actions/upload-artifact",
+                    "actions/upload-artifact"]  # the HTML report and the failure store
     # an upload that cannot run (a fork's pull request, no code scanning) warns; the verdict step still decides
     for step in steps:
         if "upload" in step.get("uses", ""):

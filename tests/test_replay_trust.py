@@ -52,10 +52,12 @@ def test_two_targets_one_seed_pasted_lines_replay_the_right_failure(kfile, capsy
     a, b = json.loads((kfile / "a.json").read_text()), json.loads((kfile / "b.json").read_text())
     shared = {f["case"]["seed"] for f in a["failures"]} & {f["case"]["seed"] for f in b["failures"]}
     assert shared, "same run seed, same case seeds: the collision this test is about"
-    # the first run was alone in the store: --store only; the second needs --target too
-    assert replay_lines(err1)[0] == f"gpuemu reproduce {a['failures'][0]['case']['seed']:#x} --store 'my store'"
+    # the first run was alone in the store: --store only (in full: the line pastes in any directory); the second
+    # needs --target too
+    full = shlex.quote(str((kfile / store).resolve()))
+    assert replay_lines(err1)[0] == f"gpuemu reproduce {a['failures'][0]['case']['seed']:#x} --store {full}"
     line = replay_lines(err2)[0]
-    assert line.endswith("--store 'my store' --target k.py:layernorm_bad")
+    assert line.endswith(f"--store {full} --target k.py:layernorm_bad")
     seed = f"{sorted(shared)[0]:#x}"
     rc, _, err = cli(capsys, "reproduce", seed, "--store", store)
     assert rc == 2 and "ambiguous" in err and "--target" in err and len(err.strip().splitlines()) == 1
@@ -77,7 +79,9 @@ def test_two_targets_one_seed_pasted_lines_replay_the_right_failure(kfile, capsy
 
 def test_more_failures_than_stored_says_not_stored(kfile, capsys, monkeypatch):
     """The issue's >100-failures scenario with the cap lowered to 2 (the same code path, in seconds)."""
-    monkeypatch.setattr(fuzzer, "MAX_STORED", 2)
+    from gpuemu.engine import report
+
+    monkeypatch.setattr(report, "MAX_STORED", 2)
     store = str(kfile / "s")
     rc, _, err = cli(capsys, "fuzz", "k.py:softmax_bad", "--op", "softmax", "--seed", "9", "-n", "5",
                      "--store", store, "--no-shrink", "--dtype", "fp32", "--json", "a.json")
@@ -89,7 +93,7 @@ def test_more_failures_than_stored_says_not_stored(kfile, capsys, monkeypatch):
     unstored = [f for f in a["failures"] if not f["stored"]]
     assert len(unstored) == 3 and all(f["record"] is None and "first 2" in f["not_stored"] for f in unstored)
     # a seed that failed but was not stored, while another target stored the same seed: never the wrong record
-    monkeypatch.setattr(fuzzer, "MAX_STORED", 100)
+    monkeypatch.setattr(report, "MAX_STORED", 100)
     rc, _, _ = cli(capsys, "fuzz", "k.py:layernorm_bad", "--op", "layernorm", "--seed", "9", "-n", "5",
                    "--store", store, "--no-shrink", "--dtype", "fp32", "--json", "b.json")
     b = json.loads((kfile / "b.json").read_text())
@@ -155,7 +159,9 @@ def test_records_and_fuzz_json_match_the_shipped_schema(kfile, capsys, monkeypat
 
     from gpuemu.store import Store, record_schema, result_schema
 
-    monkeypatch.setattr(fuzzer, "MAX_STORED", 1)  # stored and not-stored failures both appear
+    from gpuemu.engine import report
+
+    monkeypatch.setattr(report, "MAX_STORED", 1)  # stored and not-stored failures both appear
     rc, _, _ = cli(capsys, "fuzz", "k.py:softmax_bad", "--op", "softmax", "--seed", "2", "-n", "3",
                    "--store", "s", "--dtype", "fp32", "--json", "r.json")
     assert rc == 1
@@ -197,3 +203,76 @@ def test_a_replay_on_another_device_says_so_and_when_the_verdict_differs(tmp_pat
     rc, _, err = cli(capsys, *shlex.split(line)[1:])
     assert rc == 0 and "NOT reproduced" in err
     assert "the verdict differs between devices: recorded on cuda, replayed on cpu" in err
+
+
+# ---------------------------------------------------------------- where people paste replay lines (gpuemu.origin)
+def test_the_printed_line_replays_from_another_directory_and_a_foreign_record_needs_trust(kfile, capsys,
+                                                                                          monkeypatch):
+    rc, _, err = cli(capsys, "fuzz", "k.py:softmax_bad", "--op", "softmax", "--seed", "3", "-n", "2",
+                     "--no-shrink", "--dtype", "fp32")
+    assert rc == 1
+    line = replay_lines(err)[0]
+    elsewhere = kfile / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the line as printed, in another directory: this user's own record
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 1 and "replayed k.py:softmax_bad" in err and "reproduced: same verdict" in err
+    # the same record written by someone else (a copied store): the file is not this user's own code here
+    seed = shlex.split(line)[2]
+    (rec_path,) = (kfile / ".gpuemu" / "failures").glob(f"{seed}--*.json")
+    rec = json.loads(rec_path.read_text())
+    rec["origin"]["writer"] = "0123456789abcdef"
+    rec_path.write_text(json.dumps(rec))
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 2 and "pass --trust" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = cli(capsys, *shlex.split(line)[1:], "--trust")
+    assert rc == 1 and "reproduced: same verdict" in err
+
+
+def test_a_store_zip_replays_and_a_module_target_imports_from_the_project_root(kfile, capsys, monkeypatch):
+    import zipfile
+
+    pkg = kfile / "kernels"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "soft.py").write_text(LAUNCHERS)
+    monkeypatch.syspath_prepend(str(kfile))
+    rc, _, err = cli(capsys, "fuzz", "kernels.soft:softmax_bad", "--op", "softmax", "--seed", "4", "-n", "1",
+                     "--no-shrink", "--dtype", "fp32", "--store", "st")
+    assert rc == 1
+    seed = shlex.split(replay_lines(err)[0])[2]
+    with zipfile.ZipFile(kfile / "gpuemu-store.zip", "w") as z:  # as GitHub serves an artifact
+        for p in (kfile / "st").rglob("*"):
+            z.write(p, p.relative_to(kfile / "st"))
+    import sys
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in (str(kfile), "")])
+    for name in [m for m in sys.modules if m.startswith("kernels")]:
+        monkeypatch.delitem(sys.modules, name)
+    rc, _, err = cli(capsys, "reproduce", seed, "--store", "gpuemu-store.zip")  # (no PYTHONPATH=.)
+    assert rc == 1 and "reproduced: same verdict" in err, err
+
+
+SCRIPT = '''
+import gpuemu, torch
+
+def softmax_bad(x):
+    return (torch.softmax(x.float(), dim=-1) + 0.01).to(x.dtype)
+
+RESULT = gpuemu.fuzz(softmax_bad, op="softmax", iterations=2, seed=6, dtypes="fp32", shrink_failures=False)
+open("ran.txt", "a").write("x")
+'''
+
+
+def test_a_script_that_calls_fuzz_is_replayed_without_fuzzing_again(kfile, capsys):
+    """The launcher lives beside the gpuemu.fuzz call: the replay imports that script, whose fuzz does not run
+    again (nor rewrite the store); the API's printed line replays as printed."""
+    import runpy
+
+    (kfile / "my_softmax.py").write_text(SCRIPT)
+    mod = runpy.run_path(str(kfile / "my_softmax.py"), run_name="__main__")
+    line = mod["RESULT"].failures[0].command
+    before = sorted(p.name for p in (kfile / ".gpuemu" / "failures").glob("*.json"))
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 1 and "reproduced: same verdict" in err, err
+    assert sorted(p.name for p in (kfile / ".gpuemu" / "failures").glob("*.json")) == before

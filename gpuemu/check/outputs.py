@@ -123,7 +123,15 @@ def summary_markdown(result: CheckResult) -> str:
         out.append(f"| {icons[k.level]} {r[0]} | `{esc(r[1])}` | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {esc(r[6])} |")
     replays = [(k, first_failure(k)) for k in result.kernels if k.level != "pass" and first_failure(k)]
     if replays:
-        out += ["", "### Replay", "", "```"] + [f"{f['replay']}   # {k.function}" for k, f in replays] + ["```"]
+        out += ["", "### Replay", ""]
+        run_id = os.environ.get("GITHUB_RUN_ID")
+        if os.environ.get("GITHUB_ACTIONS") == "true" and run_id:  # the Action uploads the store as an artifact
+            out += ["From the root of a clone of this commit, with the failure store this run uploaded:", "", "```",
+                    f"gh run download {run_id} -n gpuemu-store -D gpuemu-store   # or the artifact's zip from the "
+                    "run's page: --store gpuemu-store.zip"] + [f"{f['replay']}   # {k.function}" for k, f in replays] \
+                + ["```"]
+        else:
+            out += ["```"] + [f"{f['replay']}   # {k.function}" for k, f in replays] + ["```"]
     out.append("")
     return "\n".join(out)
 

@@ -447,17 +447,27 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                        provenance=provenance(os.getcwd()))
 
 
+STORE_ARTIFACT = "gpuemu-store"  # the Action uploads the check's store under this name (action.yml)
+
+
 def _replay_lines(d: dict, store: str) -> None:
     """Every stored failure's replay line names the launcher (``--target``, as the reports name it: a store
-    shared by a manifest's launchers holds many) and the store unless it is ./.gpuemu, relative when inside
-    the working directory, so that the line pastes as it is."""
+    shared by a manifest's launchers holds many) and the store. Here, the store in full, so that the line pastes in
+    any directory; in GitHub Actions, the target relative to the checkout and the store as the artifact's folder,
+    so that it replays from a clone of the same commit once the artifact is downloaded there
+    (``gh run download RUN -n gpuemu-store -D gpuemu-store``, or its zip from the run's page)."""
     import re
 
     from ..store import replay_command
 
     file, _, fn = d["target"].rpartition(":")
-    target = f"{_display(file)}:{fn}"
-    where = None if Path(store).resolve() == (Path.cwd() / ".gpuemu").resolve() else _display(store)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from ..origin import portable
+
+        rel = portable(d["target"]).get("relative")
+        target, where = (f"{rel}:{fn}" if rel else f"{_display(file)}:{fn}"), STORE_ARTIFACT
+    else:
+        target, where = f"{_display(file)}:{fn}", str(Path(store).resolve())
     for f in d.get("failures", []):
         m = re.match(r"gpuemu reproduce (0x[0-9a-f]+)", f.get("replay") or "")
         if m and f.get("stored", f.get("record") is not None):

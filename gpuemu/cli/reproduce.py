@@ -14,14 +14,17 @@ def register(sub) -> None:
     p = sub.add_parser("reproduce", help="replay a stored failure from its seed",
                        description="Re-run the launcher on the exact stored inputs of a failing seed.")
     p.add_argument("seed", metavar="SEED", nargs="?", help="the seed printed after 'replay:' (hex, or a unique prefix)")
-    p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="failure store: a folder, or the zip of one (the gpuemu-store artifact a CI run uploaded) "
+                        "(default: .gpuemu, or GPUEMU_STORE)")
     p.add_argument("--target", default=None, help="pick among records of several targets with the same seed")
     p.add_argument("--list", action="store_true", help="list the stored failures (and any corrupt records)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--trust", action="store_true",
                    help="hook records: import the module the record names and re-run the call (importing runs "
                         "that module's code; without it only the recorded output is re-judged); fuzz records: "
-                        "allow a target file outside the current directory")
+                        "allow a target file that is not this user's own code (outside this directory and its git "
+                        "checkout, and not written here by this user: see gpuemu.origin)")
     p.add_argument("--recompile", action="store_true", help="hook graph records: compile the stored graph again here")
     p.add_argument("--json", metavar="PATH", default=None, help="write the replay as JSON ('-' for stdout)")
     p.set_defaults(run=run)
@@ -34,6 +37,8 @@ def run(args) -> int:
 
     if args.json and args.json != "-":
         check_writable(args.json, "--json")
+    if args.store and str(args.store).endswith(".zip"):
+        args.store = _unzipped(args.store)
     if args.list:
         st = Store(config.resolve(store=args.store).store)
         rows, bad = st.scan()
@@ -67,13 +72,18 @@ def run(args) -> int:
         return 0 if hr.verdict.status == "pass" else 1
     if args.recompile:
         raise InvalidArgument(f"--recompile applies to hook graph records; {found.path.name} is a fuzz record")
-    outside = _outside(found.target)
-    if outside and not args.trust:
-        raise SnapshotError(f"record {found.path.name} names {found.target}, a file outside this directory "
-                            f"({outside}); replaying imports and runs it: check it, then pass --trust")
+    from ..origin import needs_trust, replaying, resolve
+    from ..target import load
+
+    where = resolve(found.target, found.record.get("origin"), st.root)
+    why = needs_trust(where, found.record.get("origin"))
+    if why and not args.trust:
+        raise SnapshotError(f"record {found.path.name} names {found.target}: {why}")
     from ..fuzzer import reproduce
 
-    rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device)
+    with replaying():  # (a script that calls gpuemu.fuzz at import does not fuzz again)
+        fn = load(where)
+    rp = reproduce(f"0x{found.seed:x}", store=args.store, target=found.target, device=device, fn=fn)
     recorded_on, now_on = _device_type(rp.record.get("device")), _device_type(device)
     moved = recorded_on is not None and recorded_on != now_on
     err(f"replayed {found.target} seed 0x{found.seed:x} from {found.path} (the launcher re-ran on the stored bytes"
@@ -108,14 +118,30 @@ def _device_type(device: object) -> str | None:
     return text.split(":", 1)[0] or None
 
 
-def _outside(target: str) -> str | None:
-    """The resolved file of a ``path.py:function`` target when it lies outside the working directory (a record
-    copied from another machine can name any path); None for files inside it and for ``pkg.module`` targets."""
-    import os
+def _unzipped(path: str) -> str:
+    """A store shipped as a zip (the Action's gpuemu-store artifact): extracted into a temporary folder (members
+    outside it refused); its root is the folder holding ``failures/``."""
+    import atexit
+    import shutil
+    import tempfile
+    import zipfile
     from pathlib import Path
 
-    mod = target.rpartition(":")[0]
-    if not (mod.endswith(".py") or "/" in mod or os.sep in mod):
-        return None
-    path = Path(mod).resolve()
-    return None if path.is_relative_to(Path.cwd().resolve()) else str(path)
+    from ..errors import InvalidArgument
+
+    if not Path(path).is_file():
+        raise InvalidArgument(f"--store {path}: no such file")
+    dest = Path(tempfile.mkdtemp(prefix="gpuemu-store-"))
+    atexit.register(shutil.rmtree, dest, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(path) as z:
+            for m in z.namelist():
+                if m.startswith("/") or ".." in Path(m).parts:
+                    raise InvalidArgument(f"--store {path}: member {m!r} points outside the archive; not extracted")
+            z.extractall(dest)
+    except zipfile.BadZipFile:
+        raise InvalidArgument(f"--store {path} is not a zip file: give the store folder or its zip") from None
+    found = next((p.parent for p in sorted(dest.rglob("failures")) if p.is_dir()), None)
+    if found is None:
+        raise InvalidArgument(f"--store {path}: the archive holds no failures/ folder (not a gpuemu store)")
+    return str(found)

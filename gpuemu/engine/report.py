@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from .. import __version__
 from ..cases import materialize
 from ..errors import StoreError
+from ..origin import portable
 from ..results import Failure, FuzzResult
 from ..runners import interpreting
 from ..store import Store, replay_command, seed_hex
@@ -32,7 +33,8 @@ def record(result: FuzzResult, failure: Failure, device: str, tol: Any, extra: M
         "case": failure.case.to_dict(), "verdict": failure.verdict.to_dict(), "hint": failure.hint,
         "line": failure.line(), "tolerance": tol.to_dict(), "run_seed": seed_hex(result.seed),
         "launches": [lch.to_dict() for lch in failure.launches],
-        "original_case": failure.original.to_dict() if failure.original else None, **extra,
+        "original_case": failure.original.to_dict() if failure.original else None,
+        "origin": portable(result.target), **extra,
     }
 
 
@@ -53,7 +55,7 @@ def store_failure(st: Store | None, result: FuzzResult, failure: Failure, device
 
 
 def replay_lines(result: FuzzResult, st: Store | None, settings: Any) -> None:
-    """Each failure's pasteable replay command, and a note of the seeds that were found but not stored."""
+    """Each failure's replay command, to paste in any directory, and a note of the seeds found but not stored."""
     from pathlib import Path
 
     from ..store import _slug
@@ -62,10 +64,8 @@ def replay_lines(result: FuzzResult, st: Store | None, settings: Any) -> None:
         result.failures = [dataclasses.replace(f, not_stored="this run did not use a store (save=False)")
                            for f in result.failures]
         return
-    store_arg = None
-    try:
-        if Path(settings.store).resolve() != (Path.cwd() / ".gpuemu").resolve():
-            store_arg = str(settings.store)
+    try:  # the store in full: the line pastes in any directory (the record finds its launcher: gpuemu.origin)
+        store_arg = str(Path(settings.store).resolve())
     except OSError:
         store_arg = str(settings.store)
     others = st.targets() - {_slug(result.target)}

@@ -58,8 +58,11 @@ def install(*, mode: str | None = None, sample_rate: float | None = None, budget
     >>> rt = install(mode="shadow", sample_rate=0.05)     # doctest: +SKIP
     """
     from ..frameworks import preload_triton
+    from ..origin import is_replaying
     from ..telemetry import Telemetry
 
+    if is_replaying():  # a replay is importing the script that installs it: that run is not this one
+        return None
     # first of all: registering the backend imports torch._dynamo, which imports Triton, and libtriton loaded after
     # TensorFlow crashes the process unless it is loaded the safe way (import tensorflow; import gpuemu.hook)
     preload_triton()
