@@ -138,6 +138,29 @@ def test_the_judge_leaves_out_what_the_reference_itself_overflows_and_judges_int
     assert v.status == "fail" and v.kind == "outputs"
 
 
+def test_an_ill_conditioned_case_passes_a_kernel_no_less_accurate_than_the_reference_and_no_more():
+    """A softmax whose argmax rounding decides: the control flips 12 rows of one-hot outputs, a correct kernel
+    flips a row the control got right (passes); a kernel wrong in more rows than the control, or next to a
+    control wrong at fewer elements than the rule needs, fails."""
+    from gpuemu.judge import judge_reference
+    from gpuemu.tolerance import ToleranceTable
+
+    tol = ToleranceTable({"default": {"fp32": {"rtol": 1e-5, "atol": 1e-37}}})
+    truth = torch.zeros(256, 64, dtype=torch.float64)
+    truth[:, 0] = 1.0
+
+    def flipped(rows):
+        t = truth.clone().float()
+        for r in rows:
+            t[r, 0], t[r, 1] = 0.0, 1.0
+        return t
+
+    control = flipped(range(12))
+    assert judge_reference([flipped([20])], [truth], [control], tol).status == "pass"
+    assert judge_reference([flipped(range(13, 33))], [truth], [control], tol).status == "fail"
+    assert judge_reference([flipped([20])], [truth], [flipped(range(2))], tol).status == "fail"
+
+
 def test_a_stored_failure_replays_from_its_record_in_a_fresh_process(tmp_path):
     mod = tmp_path / "kern.py"
     mod.write_text(textwrap.dedent('''
