@@ -21,7 +21,8 @@ _DTYPES = ("fp32", "fp16", "bf16")
 _TOP_KEYS = {"schema_version", "name", "tolerances", "device_tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
              "check", "oracle", "requires"}  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
 _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool,
-              "case_timeout": float, "targets": list, "compile_workers": int, "torch_threads": int}
+              "case_timeout": float, "targets": list, "compile_workers": int, "torch_threads": int, "limits": str,
+              "supports": object, "refusals": str}
 _ORACLE_KEYS = {"framework_factor": float, "preconditions": str}
 _HOOK_KEYS = {"mode": str, "sample_rate": float, "budget": float, "store": str, "max_snapshot_mb": float,
               "max_store_mb": float}

@@ -6,6 +6,9 @@ case is a LIMIT verdict, not a failure (``--limits fail`` makes it one, for a te
 supported). After a refusal the fuzzer stays inside the envelope: each dim of the refused case larger than any
 size seen launching is capped at the largest that launched (half the refused size while none has), so the run
 spends its cases on launches that exist; the summary states the envelope (``launches on sm_90 for D <= 128``).
+
+What a team declares supported (:func:`parse_supports`: ``all``, or the largest size per dim, ``D<=256``) makes a
+refusal inside it fatal (:func:`covers`): the kernel was meant to launch there.
 """
 
 from __future__ import annotations
@@ -74,3 +77,34 @@ def _target_of(message: str) -> str:
 
     m = re.search(r"\bon (sm_\d+\w*|cuda[:\w]*|[A-Z][\w ]*H\d+)", message)
     return m.group(1) if m else ""
+
+
+def parse_supports(value: Any) -> dict[str, int] | None:
+    """What a launcher declares supported: None (nothing: a refusal is a LIMIT line), ``{}`` (``"all"``: every
+    size drawn) or ``{dim: largest size}`` from ``"D<=256,N<=4096"`` or a mapping ``{D: 256}``. Raises ValueError
+    saying what is wrong."""
+    if value is None or value is False or value == "none":
+        return None
+    if value is True or value == "all":
+        return {}
+    if isinstance(value, str):
+        out: dict[str, int] = {}
+        for part in value.split(","):
+            dim, sep, size = part.strip().partition("<=")
+            if not sep or not dim.strip() or not size.strip().isdigit():
+                raise ValueError(f"{part.strip()!r} is not DIM<=SIZE (e.g. D<=256); or use all")
+            out[dim.strip()] = int(size)
+        return out
+    if isinstance(value, Mapping):
+        for dim, size in value.items():
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{dim}: {size!r} is not a size (an int >= 1)")
+        return {str(k): int(v) for k, v in value.items()}
+    raise ValueError(f"{value!r}: use all, or the largest supported size per dim (D<=256 or {{D: 256}})")
+
+
+def covers(supports: Mapping[str, int] | None, dims: Mapping[str, int]) -> bool:
+    """True when a case at ``dims`` lies inside what is declared supported (a refusal there is a failure)."""
+    if supports is None:
+        return False
+    return all(dims.get(d, 0) <= size for d, size in supports.items())

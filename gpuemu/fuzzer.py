@@ -43,7 +43,8 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
          check_determinism: bool | None = None, requires: Requires | None = None,
          preconditions: str | None = None, case_timeout: float | None = None,
          on_case: Callable[[int, Case, Verdict], None] | None = None,
-         compile_workers: int | None = None, framework: str | None = None, limits: str | None = None) -> FuzzResult:
+         compile_workers: int | None = None, framework: str | None = None, limits: str | None = None,
+         supports: Any = None, refusals: str | None = None) -> FuzzResult:
     """Fuzz launcher ``fn`` as an implementation of ``op`` (a registry op), or against ``reference`` (a PyTorch
     function, or a KernelBench ``Model`` class for a ``ModelNew`` ``fn``) with the example call(s) ``inputs``
     returns and the declaration ``schema`` (see :mod:`gpuemu.schema`).
@@ -70,7 +71,14 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
 
     A case whose launch the target GPU refuses (shared memory, registers, grid: predicted on the CPU, raised on a
     GPU) is a LIMIT verdict, not a failure, and later cases stay inside the envelope learnt (:mod:`gpuemu.envelope`);
-    ``limits="fail"`` (rule pack ``fuzz.limits``) makes it fatal for a launcher that declares such shapes supported.
+    ``limits="fail"`` (rule pack ``fuzz.limits``) makes it fatal for a launcher that declares such shapes supported;
+    ``supports`` (``"all"``, ``"D<=256"`` or ``{"D": 256}``; rule pack ``fuzz.supports``) makes it fatal only inside
+    the sizes declared.
+
+    One refusal rule: an exception the launcher raises on the host before any kernel launch, whatever its type, is a
+    refusal of the input (REJECTED: shown and counted; ``refusals="fail"`` or rule pack ``fuzz.refusals`` makes it
+    fatal; a launcher that refuses every case fails); one raised inside a kernel or after a launch is the kernel's
+    ERROR; a failure of gpuemu's own code is an ERROR of kind ``internal``, never the kernel's.
 
     ``framework`` ('torch', 'jax' or 'tf'; default: detected from ``fn``'s module, see
     :mod:`gpuemu.frameworks`): a JAX/Pallas or TensorFlow launcher gets the same cases' tensors by DLPack
@@ -92,21 +100,23 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     from .engine.plan import make_plan, set_torch_threads
     from .engine.report import replay_lines, store_failure
     from .engine.run import Runner
-    from .envelope import Envelope
+    from .envelope import Envelope, covers
     from .frameworks import no_strides_reason
+    from .resources import project_targets
 
     plan = make_plan(fn, op=op, reference=reference, inputs=inputs, schema=schema, init_inputs=init_inputs,
                      iterations=iterations, seed=seed, dtypes=dtypes, strategy=strategy, store=store, rulepack=rulepack,
                      device=device, target=target, check_determinism=check_determinism, requires=requires,
                      preconditions=preconditions, case_timeout=case_timeout, compile_workers=compile_workers,
-                     framework=framework, limits=limits)
+                     framework=framework, limits=limits, supports=supports, refusals=refusals)
     spec, fz, settings = plan.spec, plan.fz, plan.settings
     oracle = Oracle.from_settings(settings)
     run = Runner(plan.fn, oracle, plan.device, plan.determinism, plan.case_timeout)
     st = Store(settings.store) if save else None
     result = FuzzResult(target=plan.target, op=plan.op, seed=plan.seed, store=str(settings.store) if save else None,
                         requires=plan.requires.to_dict() if plan.requires else {}, precondition_policy=plan.policy,
-                        case_timeout=plan.case_timeout, limit_policy=plan.limit_policy)
+                        case_timeout=plan.case_timeout, limit_policy=plan.limit_policy,
+                        refusal_policy=plan.refusal_policy)
     if plan.bound is None:
         check_signature(plan.fn, spec, generate(plan.op, derive_seed(plan.seed, 0), dtype=plan.dtypes[0],
                                                 strategy=plan.strategy), plan.target)
@@ -115,7 +125,13 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     blocks, envelope = Blocks(), Envelope()
     draw = Drawer(plan, blocks, envelope)
     lows = {d: dim_limits(spec, d)[0] for d in spec.dims}
-    ahead, lookahead = _compile_ahead(plan)
+    targets_scope = project_targets(fz)  # the GPUs whose refusals CPU runs predict (fuzz.targets)
+    targets_scope.__enter__()
+    try:
+        ahead, lookahead = _compile_ahead(plan)
+    except BaseException:
+        targets_scope.__exit__(None, None, None)
+        raise
     extra = {"framework": plan.framework} if plan.framework != "torch" else {}
     if plan.bound is not None:
         extra["bound"] = plan.bound.record()
@@ -156,7 +172,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                 envelope.refused_at(case.dims, verdict.message, lows, ev.launches)
                 result.limits += 1
                 result.envelope = envelope.to_dict()
-                if plan.limit_policy == "fail":
+                if covers(plan.supports, case.dims):
                     result.failures.append(Failure(case=case, verdict=verdict, launches=tuple(ev.launches)))
                 continue
             if verdict.status in (PASS, REJECTED, FAIL):
@@ -166,6 +182,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                 result.framework_passes += verdict.basis == "framework"
                 if verdict.status == REJECTED:
                     result.rejected += 1
+                    result.refused += verdict.kind == "refusal"
                     result.rejected_reason = result.rejected_reason or verdict.message
                 continue
             result.failed_cases += 1
@@ -193,6 +210,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
         result.iterations = result.passed + result.failed_cases  # the case cut short has no verdict: not counted
     finally:
         set_torch_threads(threads_before)
+        targets_scope.__exit__(None, None, None)
         if ahead is not None:
             ahead.stop()
     result.seconds = time.perf_counter() - t_start

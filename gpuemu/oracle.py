@@ -9,6 +9,7 @@ then compares."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -172,7 +173,7 @@ class Oracle:
 
             device = getattr(output, "device", None)
             tol = case_tolerance(self.tolerances.get(spec.name, dtype, device=device), spec,
-                                 dims_from_inputs(spec, inputs), device)
+                                 dims_from_inputs(spec, inputs), device, inputs)
         verdict = self._judge(spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol)
         t2 = time.perf_counter()
         mp_s = verdict.seconds.get("mpmath", 0.0)
@@ -259,6 +260,27 @@ class Oracle:
         if note:
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
         return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))
+
+    @staticmethod
+    def _under_flush_profile(v: Verdict, launcher: Callable, inputs: Mapping[str, Any],
+                             judge: Callable[[dict], Verdict]) -> Verdict:
+        """A failing verdict judged again as the launcher's framework computes (gpuemu.device_arith.flush_profile:
+        subnormal inputs read as zero, subnormal results flushed): PASS, naming the profile, when that is the only
+        difference from fp64; else ``v`` as it was."""
+        if v.status != FAIL or v.kind not in ("mismatch", "nonfinite"):
+            return v
+        from .device_arith import flush_profile, flushed_inputs
+
+        profile = flush_profile(launcher)
+        flushed = flushed_inputs(inputs) if profile else None
+        if flushed is None:
+            return v
+        again = judge(flushed)
+        if again.status != PASS:
+            return v
+        return _with(again, detail=(again.detail + "\n" if again.detail else "") +
+                     f"passed under the flush-to-zero profile: {profile} (judged with subnormal inputs read as 0; "
+                     f"against IEEE arithmetic: {v.message})")
 
     def _judge(self, spec, dtype, inputs, inputs64, kwargs, output, ref, scale, tol) -> Verdict:
         import torch
@@ -439,10 +461,7 @@ class Oracle:
         if isinstance(run1.error, LaunchRefused):  # the same words whether predicted on the CPU or raised on CUDA
             return done(Verdict(LIMIT, "out_of_resources", run1.error.message, detail=run1.error.detail))
         if run1.error is not None:
-            from .preconditions import is_refusal
-
-            kind = "refusal" if is_refusal(run1.error) else "exception"
-            return done(Verdict(ERROR, kind, f"launcher raised {run1.error_text}"))
+            return done(error_verdict(run1))
         mutated = [k for k, v in inputs.items() if k in before and not torch.equal(_storage_view(v), before[k])]
         if mutated:
             return done(Verdict(FAIL, "mutation", f"the launcher modified its input{'s' if len(mutated) > 1 else ''} "
@@ -473,17 +492,21 @@ class Oracle:
             precision = dot_precision(run1.launches)
             tf32 = bool(precision and "tf32" in precision and case.dtype == "fp32")
             v = self.compare_reference(spec, inputs, out1, tf32=tf32, truth=truth)
+            v = self._under_flush_profile(v, launcher, inputs, lambda fl: self.compare_reference(
+                spec, fl, out1, tf32=tf32))
             if precision:
                 v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}")
             return done(v)
         tol = tol or self.tolerances.get(spec.name, case.dtype, device=device)
         from .device_arith import case_tolerance
 
-        tol = case_tolerance(tol, spec, case.dims, device)  # past the calibrated length; subnormal flush on CUDA
+        tol = case_tolerance(tol, spec, case.dims, device, inputs)  # past the calibrated length; CUDA's flush, FMA
         precision = dot_precision(run1.launches)
         if precision and "tf32" in precision and case.dtype == "fp32" and spec.dims_of_role("contracted", "head"):
             tol = tf32_tolerance(tol)
         v = self.compare(spec, case.dtype, inputs, kwargs, out1, tol=tol)
+        v = self._under_flush_profile(v, launcher, inputs, lambda fl: self.compare(
+            spec, case.dtype, fl, kwargs, out1, tol=dataclasses.replace(tol, flush_subnormals=True)))
         if v.status == FAIL:  # a GPU's own arithmetic may leave the result undetermined (gpuemu.device_arith)
             from .device_arith import undetermined
 
@@ -497,6 +520,22 @@ class Oracle:
             said = f" (read from the {', '.join(sorted(source))}; judged as on the CPU runtime)" if source else ""
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}{said}")
         return done(v)
+
+
+def error_verdict(run: Any) -> Verdict:
+    """The one refusal rule, for a launcher call that raised (``run``: a :class:`gpuemu.runners.RunOutcome`): on
+    the host before any kernel launch, whatever the exception's type, the launcher refuses the input (REJECTED,
+    kind ``refusal``: xformers' ValueError, flash-attention's bare assert and Liger's view RuntimeError alike); from
+    inside a kernel or after one launched, the kernel's ERROR; from gpuemu's own code, an ERROR of kind
+    ``internal`` that names gpuemu, not the launcher."""
+    from .compare import REJECTED
+
+    if run.internal:
+        return Verdict(ERROR, "internal", f"gpuemu failed internally ({run.error_text}): a bug in gpuemu, not in the "
+                                          "launcher; please report it with the replay line")
+    if not run.launched:
+        return Verdict(REJECTED, "refusal", f"refuses the input before any launch: {run.error_text}")
+    return Verdict(ERROR, "exception", f"launcher raised {run.error_text}")
 
 
 def _nudged(args: list) -> list:

@@ -38,9 +38,6 @@ from .errors import InvalidArgument
 
 POLICIES = ("fail", "warn", "ignore")
 ATTRIBUTE = "__gpuemu_requires__"
-# exceptions a launcher raises on purpose to refuse an input (xformers: ValueError("weights must be
-# contiguous")); a crash inside the kernel's machinery (IndexError, a Triton compile error) is not a refusal
-REFUSALS = (ValueError, TypeError, NotImplementedError, AssertionError)
 
 
 @dataclass(frozen=True)
@@ -292,10 +289,5 @@ def counts_as(status: str, policy: str = "fail") -> str:
     return "fail"
 
 
-def is_refusal(error: BaseException | None) -> bool:
-    """A deliberate, clear refusal of an input (see REFUSALS), not a crash."""
-    return isinstance(error, REFUSALS) and bool(str(error).strip())
-
-
-__all__ = ["POLICIES", "Requires", "requires", "declared", "parse_cli", "from_project", "target_forms", "is_refusal",
+__all__ = ["POLICIES", "Requires", "requires", "declared", "parse_cli", "from_project", "target_forms",
            "check_policy", "resolve_policy", "counts_as"]

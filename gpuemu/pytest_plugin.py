@@ -108,6 +108,22 @@ def _requires(v: Any) -> Any:
         raise GpuemuUsageError(str(e)) from None
 
 
+def _allow_fail(v: Any) -> str:
+    if v not in ("allow", "fail"):
+        raise GpuemuUsageError(f"{v!r}: use allow or fail")
+    return v
+
+
+def _supports(v: Any) -> Any:
+    from gpuemu.envelope import parse_supports
+
+    try:
+        parse_supports(v)
+    except ValueError as e:
+        raise GpuemuUsageError(str(e)) from None
+    return v
+
+
 def _policy(v: Any) -> str:
     from gpuemu.preconditions import POLICIES
 
@@ -149,6 +165,7 @@ MARK_KEYS: dict[str, Callable[[Any], Any]] = {
     "op": _op, "iterations": _positive_int, "seed": _seed, "dtypes": _dtypes, "strategy": _strategy,
     "rulepack": _rulepack, "max_failures": _positive_int, "requires": _requires, "preconditions": _policy,
     "framework": _framework, "reference": _reference, "inputs": _reference, "schema": _declaration,
+    "limits": _allow_fail, "supports": _supports, "refusals": _allow_fail,
 }
 
 
@@ -268,7 +285,8 @@ def _fuzz_kwargs(config, nodeid: str, kw: dict) -> dict:
                 seed=_run_seed(config, nodeid, kw.get("seed")), dtypes=kw.get("dtypes"), strategy=kw.get("strategy"),
                 store=config.getoption("gpuemu_store"), rulepack=kw.get("rulepack") or (),
                 device=None if device == "auto" else device, max_failures=kw.get("max_failures"),
-                requires=kw.get("requires"), preconditions=kw.get("preconditions"), framework=kw.get("framework"))
+                requires=kw.get("requires"), preconditions=kw.get("preconditions"), framework=kw.get("framework"),
+                limits=kw.get("limits"), supports=kw.get("supports"), refusals=kw.get("refusals"))
 
 
 def _outcome(result: Any, store: str | None) -> dict:
@@ -286,6 +304,9 @@ def _outcome(result: Any, store: str | None) -> dict:
         return {"status": "passed", "properties": props,
                 "warning": f"gpuemu: {result.target}: {len(warned)} PRECONDITION case(s), passed under "
                            f"preconditions='warn': {warned[0].line()}"}
+    if not bad and not result.ok:  # no failing case, yet the run fails: every case refused, or refusals: fail
+        return {"status": "failed", "properties": props,
+                "message": f"gpuemu: {result.target}: {result.summary()}"}
     if bad:
         # the fuzzer's replay line names the store and target where needed (older ones: add the store)
         replay = bad[0].replay_line() if hasattr(bad[0], "replay_line") else \

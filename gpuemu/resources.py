@@ -134,6 +134,16 @@ def predicting(targets: str | Sequence[str] | None) -> Iterator[tuple[str, ...]]
         _local.targets = old
 
 
+def project_targets(fuzz_settings: Any) -> Any:
+    """The block predicting for the rule pack's ``fuzz.targets`` (gpuemu.yaml: ``fuzz: {targets: [sm_90]}``), unless
+    a caller already chose (``gpuemu fuzz --target``, an enclosing :func:`predicting`): every entry point (the CLI,
+    ``gpuemu check``, the pytest plugin, the API) predicts for the GPUs the project ships to."""
+    chosen = fuzz_settings.get("targets") if hasattr(fuzz_settings, "get") else None
+    if chosen is None or getattr(_local, "targets", None) is not None:
+        return contextlib.nullcontext(current_targets())
+    return predicting(chosen)
+
+
 def current_targets() -> tuple[str, ...]:
     """The targets CPU runs predict refusals for on this thread: :func:`predicting`'s, else the defaults."""
     t = getattr(_local, "targets", None)

@@ -74,8 +74,10 @@ class FuzzResult:
     stored: int = 0
     store: str | None = None
     store_error: str | None = None
-    rejected: int = 0  # cases the launcher refused with a clear exception (outside an undeclared precondition)
+    rejected: int = 0  # REJECTED cases: refused by the launcher, or undetermined (the reference overflows)
     rejected_reason: str = ""
+    refused: int = 0  # of them, refused by the launcher on the host before any launch (the one refusal rule)
+    refusal_policy: str = "allow"  # allow: a refusal passes its case; fail: it fails the run
     framework_passes: int = 0  # cases outside the fp64 bound that PyTorch eager is as far from (see Oracle)
     requires: dict = field(default_factory=dict)
     precondition_policy: str = "fail"  # fail: an undeclared precondition fails the run; warn/ignore: it does not
@@ -101,7 +103,17 @@ class FuzzResult:
     @property
     def ok(self) -> bool:
         return not self.failed and (self.precondition_policy != "fail" or not self.preconditions) \
-            and not (self.limits and self.limit_policy == "fail")
+            and not (self.refused and (self.refusal_policy == "fail" or self.refused_every_case))
+
+    @property
+    def refused_every_case(self) -> bool:
+        """The launcher refused every case on the host: no kernel ran, nothing was judged (a broken launcher)."""
+        return self.iterations > 0 and self.refused == self.iterations
+
+    @property
+    def fatal_limits(self) -> int:
+        """LIMIT verdicts inside the sizes declared supported (failures of the run)."""
+        return sum(1 for f in self.failures if f.verdict.status == "limit")
 
     @property
     def all_errored(self) -> bool:
@@ -111,6 +123,10 @@ class FuzzResult:
     failed_cases: int = 0
 
     def summary(self) -> str:
+        if self.refused_every_case:
+            return (f"Refused: {self.refused}/{self.iterations}, each on the host before any launch ("
+                    f"{self.rejected_reason}): no kernel ran, nothing was judged; the launcher is broken or is not "
+                    f"this op's")
         s = f"Passed: {self.passed}/{self.iterations}"
         real = self.failed_cases - self.precondition_cases
         if real:
@@ -127,9 +143,11 @@ class FuzzResult:
                  "launcher accept it" + {"warn": "; warned only", "ignore": "; ignored"}.get(self.precondition_policy, "") + ")"
         if self.limits:
             s += f" · {self.limits} LIMIT: {self.envelope.get('text') or 'launches refused by the GPU'}" \
-                 + (" (fatal: --limits fail)" if self.limit_policy == "fail" else "")
+                 + (f" ({self.fatal_limits} inside the sizes declared supported: failed)" if self.fatal_limits else "")
         if self.rejected:
             s += f" · {self.rejected} rejected: {self.rejected_reason}"
+            if self.refused and self.refusal_policy == "fail":
+                s += " (refusals fail this run)"
         if self.framework_passes:
             s += f" · {self.framework_passes} passed as no further from fp64 than PyTorch eager"
         for dt, why in self.skipped.items():
@@ -187,7 +205,8 @@ class FuzzResult:
         return {"schema_version": 1, "gpuemu": __version__, "target": self.target, "op": self.op,
                 "seed": seed_hex(self.seed), "iterations": self.iterations, "passed": self.passed,
                 "failed": self.failed_cases - self.precondition_cases, "precondition": self.precondition_cases,
-                "rejected": self.rejected, "rejected_reason": self.rejected_reason,
+                "rejected": self.rejected, "rejected_reason": self.rejected_reason, "refused": self.refused,
+                "refusal_policy": self.refusal_policy,
                 "framework_passes": self.framework_passes, "requires": dict(self.requires),
                 "precondition_policy": self.precondition_policy,
                 "failures": [f.to_dict() for f in self.ordered_failures()],

@@ -184,7 +184,7 @@ _BAD_MANIFESTS = [  # (pyproject.toml, extra files, the one line's file: key, th
      "'int8' is not a dtype"),
     # a mistyped entry key used to be ignored (and all three dtypes ran)
     ('[tool.gpuemu.check]\n' + _ENTRY + 'dtype = ["fp32"]\n', {}, "(kernels/softmax.py:softmax).dtype",
-     "unknown key; did you mean 'dtypes'? allowed: dtypes, framework, inputs, iterations, labels, op, preconditions, reference, requires"),
+     "unknown key; did you mean 'dtypes'? allowed: dtypes, framework, inputs, iterations, labels, limits, op, preconditions, reference, refusals, requires"),
     ('[tool.gpuemu.check]\n' + _ENTRY + 'store = "s"\n', {}, "(kernels/softmax.py:softmax).store",
      "belongs at the top level"),
     ('[tool.gpuemu.check]\nrequires = {contiguous = true}\n' + _ENTRY, {}, "tool.gpuemu.check.requires",

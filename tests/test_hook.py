@@ -15,6 +15,7 @@ import gpuemu.hook as hook
 from gpuemu.errors import InvalidArgument, RulePackError, UnknownOp
 from gpuemu.hook.bindings import parse_bindings
 from gpuemu.hook.sampling import BUDGET, Budget, Sampler, Site, shape_bucket
+from gpuemu.oracle import Oracle
 from gpuemu.hook.settings import resolve_settings
 from gpuemu.store import Store
 
@@ -392,7 +393,7 @@ def test_shadow_mode_survives_a_check_that_raises(hooked, monkeypatch, caplog):
     def boom(*a, **k):
         raise RuntimeError("shadow exploded")
 
-    monkeypatch.setattr(ht, "compare_op", boom)
+    monkeypatch.setattr(Oracle, "compare_on_device", boom)
     x, w = _x()
     with caplog.at_level(logging.WARNING, logger="gpuemu.hook"):
         y1 = rms(_rms_ok, x, w)
@@ -410,7 +411,7 @@ def test_strict_mode_raises_after_the_real_result(hooked, monkeypatch):
         rms(_rms_bug, x, w)
     import gpuemu.hook.triton as ht
 
-    monkeypatch.setattr(ht, "compare_op", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(Oracle, "compare_on_device", lambda *a, **k: 1 / 0)
     with pytest.raises(hook.ShadowError, match="ZeroDivisionError"):
         rms(_rms_ok, x, w)
 

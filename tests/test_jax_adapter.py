@@ -285,8 +285,8 @@ def test_a_pallas_kernel_that_cannot_run_here_says_why_at_the_users_line(tmp_pat
     assert main(["fuzz", "pk.py:softmax", "--op", "softmax", "-n", "3", "--seed", "1", "--dtype", "fp32",
                  "--store", "s", "--no-shrink"]) == 1
     err = capsys.readouterr().err
-    assert "every case raised the same error: launcher raised ValueError: Only interpret mode is supported on CPU " \
-           "backend. (a Pallas kernel with interpret=False runs only on a GPU or TPU; on this CPU pass " \
+    assert "Refused: 3/3, each on the host before any launch (refuses the input before any launch: ValueError: Only "\
+           "interpret mode is supported on CPU backend. (a Pallas kernel with interpret=False runs only on a GPU or TPU; on this CPU pass " \
            "interpret=True to pl.pallas_call" in err
     # the location is the user's pallas_call line, not a frame inside jax/_src
     assert f"({tmp_path / 'pk.py'}:16)" in err and "jax/_src" not in err

@@ -99,12 +99,12 @@ def test_cached_output_buffer():
     assert v.kind == "alias" and "same buffer" in v.message
 
 
-def test_launcher_that_raises_is_an_error_verdict():
+def test_launcher_that_raises_before_any_launch_refuses_the_input():
     def boom(x):
         raise RuntimeError("kernel exploded")
 
     v = ORACLE.evaluate(boom, SOFTMAX).verdict
-    assert v.status == ERROR and "RuntimeError: kernel exploded" in v.message
+    assert (v.status, v.kind) == ("rejected", "refusal") and "RuntimeError: kernel exploded" in v.message
 
 
 @pytest.mark.parametrize("bad,kind", [

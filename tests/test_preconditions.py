@@ -56,14 +56,17 @@ def test_a_clear_refusal_is_rejected_input_not_an_error():
     assert "rejects non-contiguous input" in r.summary() and "x must be contiguous" in r.summary()
 
 
-def test_a_crash_on_strided_input_stays_an_error():
+def test_any_exception_on_the_host_before_a_launch_is_a_refusal():
+    """The one refusal rule: whatever its type (an IndexError here, not a ValueError), raised before any kernel ran,
+    the launcher refused the input: loud, no wrong answer ships from it."""
     def crashes_on_strides(x):
         if not x.is_contiguous():
-            return x.view(-1)[10**9]  # an IndexError, not a deliberate refusal
+            return x.view(-1)[10**9]
         return torch.softmax(x, -1)
 
     r = gpuemu.fuzz(crashes_on_strides, op="softmax", iterations=30, seed=5, save=False)
-    assert r.failed and r.failed[0].verdict.status == "error" and not r.rejected
+    assert r.ok and not r.failed and r.rejected == r.refused > 0, r.report()
+    assert "IndexError" in r.rejected_reason and "rejects non-contiguous input" in r.rejected_reason
 
 
 def test_a_real_stride_bug_with_wrong_contiguous_results_stays_a_fail():
@@ -82,9 +85,8 @@ def test_launcher_errors_point_at_the_launchers_line():
         return torch.softmax(x, -1)
 
     r = gpuemu.fuzz(needs_2d, op="softmax", iterations=30, seed=3, save=False)
-    errors = [f for f in r.failures if f.verdict.status == "error"]
-    assert errors, r.report()
-    assert f"{Path(__file__).name}:" in errors[0].verdict.message and "poison.py" not in errors[0].verdict.message
+    assert r.refused, r.report()  # raised on the host before any launch: a refusal, located at the launcher's line
+    assert f"{Path(__file__).name}:" in r.rejected_reason and "poison.py" not in r.rejected_reason
 
 
 def test_divisible_max_and_dtypes_preconditions_shape_the_cases():

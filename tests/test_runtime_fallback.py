@@ -93,3 +93,23 @@ def test_an_error_on_both_is_the_kernels_with_the_interpreters_cause(rt, monkeyp
     with pytest.raises(executor.KernelError, match="incompatible dimensions"):
         _mismatch[(1,)](x, y, BLOCK=8)
     assert calls == [1]
+
+
+@triton.jit
+def _from_shape(y_ptr, desc, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.full((BLOCK,), desc[1][0] * 100 + desc[1][1], tl.float32), mask=offs < desc[1][0])
+
+
+def test_pre_run_hooks_run_before_the_launch_and_a_torch_size_argument_stays_ints(rt):
+    """Triton's language tests test_pre_run_hooks and test_namedtuple: a kernel's add_pre_run_hook runs with the
+    launch's arguments first; a torch.Size inside a tuple argument reaches the kernel as its ints."""
+    x = torch.ones(4)
+    hooked = triton.jit(_bump.fn)
+    hooked.add_pre_run_hook(lambda *a, **k: a[0].zero_())
+    hooked[(1,)](x, 4, BLOCK=4)
+    assert torch.equal(x, torch.ones(4))  # zeroed by the hook, then + 1
+    y = torch.zeros(8)
+    z = torch.empty(3, 7)
+    _from_shape[(1,)](y, (z, z.shape), BLOCK=8)
+    assert torch.equal(y[:3], torch.full((3,), 307.0)) and not y[3:].any()

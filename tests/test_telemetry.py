@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import gpuemu.hook as hook  # noqa: E402
 from gpuemu import telemetry  # noqa: E402
+from gpuemu.oracle import Oracle  # noqa: E402
 
 from .test_hook import _rms_bug, _rms_ok, _x, rms  # noqa: E402
 
@@ -81,7 +82,7 @@ def test_internal_errors_are_counted(otel, monkeypatch):
     rt, reader, _, _ = otel
     import gpuemu.hook.triton as ht
 
-    monkeypatch.setattr(ht, "compare_op", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(Oracle, "compare_on_device", lambda *a, **k: 1 / 0)
     rms(_rms_ok, *_x())
     ((_, attrs, p),) = _points(reader)[telemetry.INTERNAL_ERRORS]
     assert p.value == 1 and attrs["error.type"] == "ZeroDivisionError"

@@ -1,7 +1,7 @@
 """softmax(x) in two launches with a dtype dispatch, the way kernels with a bf16 fast path are written:
 launch 1 computes each row's max and sum of exp over BLOCK_N chunks (any row stride); launch 2 normalises.
 The bf16 path takes a smaller block (register budget) and needs unit inner stride for its vectorised loads:
-it refuses other input after launch 1 ran, with a ValueError (a clear refusal, not a wrong answer)."""
+it refuses other input with a ValueError before launching anything (a clear refusal, not a wrong answer)."""
 import torch
 import triton
 import triton.language as tl
@@ -41,11 +41,11 @@ def _launch(x, bug):
     M = x2.shape[0]
     bf16 = x.dtype == torch.bfloat16
     block = min(triton.next_power_of_2(N), 512 if bf16 else 4096)
+    if bf16 and x2.stride(1) != 1:  # checked before any launch: a refusal, not a half-run call
+        raise ValueError("softmax: the bf16 path needs unit inner stride (vectorised loads); call .contiguous()")
     stats = torch.empty((M, 2), dtype=torch.float32, device=x.device)
     _row_stats_kernel[(M,)](x2, stats, N, x2.stride(0), x2.stride(1), BLOCK_N=block)
     if x2.stride(1) != 1:
-        if bf16:
-            raise ValueError("softmax: the bf16 path needs unit inner stride (vectorised loads); call .contiguous()")
         x2 = x2.contiguous()
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     # the fp32/fp16 block always covers the row (N <= 4096 in practice); the bf16 one may not

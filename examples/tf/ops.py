@@ -3,6 +3,7 @@
 softmax / layernorm: correct, computed in fp32 for fp16/bf16 inputs.
 softmax_no_max (buggy): exp(x) without the row max; overflows to inf/inf = NaN for logits past ~88.
 layernorm_naive_var (buggy): one-pass E[x^2] - E[x]^2 variance; cancels for a large mean and small spread.
+rmsnorm: correct, x * rsqrt(mean(x^2) + eps) * weight in fp32; rmsnorm_no_eps (buggy): eps left out (NaN rows).
 """
 
 import tensorflow as tf
@@ -52,3 +53,21 @@ def layernorm(x, weight, bias, eps=1e-5):
 def layernorm_naive_var(x, weight, bias, eps=1e-5):
     """Buggy: one-pass variance."""
     return _layernorm_fn(x, weight, bias, tf.constant(eps, tf.float32), False)
+
+
+@tf.function(reduce_retracing=True)
+def _rmsnorm_fn(x, weight, eps, with_eps):
+    x32 = tf.cast(x, tf.float32)
+    ms = tf.reduce_mean(x32 * x32, axis=-1, keepdims=True)
+    y = x32 * tf.math.rsqrt(ms + eps if with_eps else ms)
+    return tf.cast(y * tf.cast(weight, tf.float32), x.dtype)
+
+
+def rmsnorm(x, weight, eps=1e-6):
+    """Correct: fp32 inside."""
+    return _rmsnorm_fn(x, weight, tf.constant(eps, tf.float32), True)
+
+
+def rmsnorm_no_eps(x, weight, eps=1e-6):
+    """Buggy: eps left out of the rsqrt."""
+    return _rmsnorm_fn(x, weight, tf.constant(eps, tf.float32), False)

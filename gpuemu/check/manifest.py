@@ -156,6 +156,24 @@ def _framework(v: Any, ctx: _Ctx) -> str:
         raise _Bad(str(e)) from None
 
 
+def _limits(v: Any, ctx: _Ctx) -> str:
+    if v not in ("allow", "fail"):
+        raise _Bad(f"{v!r}: use allow or fail")
+    return v
+
+
+_refusals = _limits
+
+
+def _supports(v: Any, ctx: _Ctx) -> Any:
+    from ..envelope import parse_supports
+
+    try:
+        return parse_supports(v)
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+
+
 def _device(v: Any, ctx: _Ctx) -> str:
     if v not in ("auto", "cpu", "cuda"):
         raise _Bad(f"{v!r}: use auto, cpu or cuda")
@@ -240,6 +258,11 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("rulepacks", BOTH, _rulepacks, "extra rule packs, relative to the manifest"),
     Key("requires", ENTRY, _requires, "what the launcher's callers guarantee: contiguous, dtypes, divisible, max_dims"),
     Key("preconditions", BOTH, _policy, "PRECONDITION verdicts: fail (default), warn or ignore"),
+    Key("limits", BOTH, _limits, "a launch the GPU refuses: allow (a LIMIT line, default) or fail"),
+    Key("supports", ENTRY, _supports, "sizes the launcher is declared to launch at (all, or {D: 256}): a LIMIT "
+                                      "inside them fails"),
+    Key("refusals", BOTH, _refusals, "an input the launcher refuses on the host before any launch: allow "
+                                     "(REJECTED, default) or fail"),
     Key("framework", BOTH, _framework, "what the launcher is written against: torch, jax or tf (default: detected)"),
     Key("labels", ENTRY, _labels, "your own annotations, for --select"),
     Key("kernels", TOP, _kernels, "the launchers: a list of {target, op, ...} entries", required=True),
@@ -272,6 +295,9 @@ class KernelEntry:
     requires: Mapping[str, Any] = field(default_factory=dict)
     preconditions: str | None = None
     framework: str | None = None
+    limits: str | None = None
+    supports: Any = None  # gpuemu.envelope.parse_supports: None, {} (all) or {dim: largest size}
+    refusals: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # labels (and a corpus's own keys), for --select
     where: str = ""  # the entry in its manifest, for messages: "pyproject.toml: tool.gpuemu.check.kernels[1]"
 
@@ -288,7 +314,8 @@ class KernelEntry:
                 "iterations": self.iterations, "seed": self.seed,
                 "dtypes": list(self.dtypes) if self.dtypes else None, "strategy": self.strategy,
                 "rulepacks": list(self.rulepacks), "requires": dict(self.requires),
-                "preconditions": self.preconditions, "framework": self.framework}
+                "preconditions": self.preconditions, "framework": self.framework, "limits": self.limits,
+                "supports": self.supports, "refusals": self.refusals}
 
 
 @dataclass(frozen=True)
@@ -306,6 +333,8 @@ class Manifest:
     device: str | None = None
     preconditions: str | None = None
     framework: str | None = None
+    limits: str | None = None
+    refusals: str | None = None
 
     def setting(self, entry: KernelEntry, name: str) -> Any:
         """A run setting for ``entry``: its own value, else the manifest's top-level one."""

@@ -10,7 +10,9 @@ Every format renders a launcher by its *level* (:attr:`KernelResult.level`, from
 :func:`gpuemu.preconditions.counts_as`): ``fail`` is an error everywhere (exit 1, ``:x:``, a JUnit failure, a
 SARIF ``error``, red), ``warn`` a warning everywhere (the gate passes; ``:warning:``, a passing JUnit test with
 the report in its output, a SARIF ``warning``, amber), ``pass`` passes (an ignored PRECONDITION included: no
-SARIF result, its count still in the table).
+SARIF result, its count still in the table). A passing launcher with LIMIT cases (launches the GPU refuses) shows
+them everywhere with the envelope it launches in: the table's note, JUnit's output, a SARIF ``note``, the HTML;
+inside the sizes it declares supported (``supports:``) its status is LIMIT, a failure.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _KIND_TEXT = {
     "shape": "the output has the wrong shape", "dtype": "the output has the wrong dtype",
     "nondeterministic": "two runs of the same input gave different bits",
     "mutation": "the launcher modified an input", "alias": "the output aliases an input",
+    "out_of_resources": "the target GPU refuses the launch (shared memory, registers, threads or grid)",
+    "refusal": "the launcher refused the input on the host before any kernel launch",
+    "internal": "gpuemu failed internally (a bug in gpuemu, not in the launcher)",
 }
 
 
@@ -69,11 +74,21 @@ def status_word(k: KernelResult) -> str:
     return f"{word} ({_POLICY_NOTE[k.policy]})" if k.status == "precondition" and k.policy in _POLICY_NOTE else word
 
 
+def limit_text(k: KernelResult) -> str:
+    """``3 LIMIT: launches on sm_90 for D <= 128 (...)``, or '' for a launcher with no refused launch."""
+    return f"{k.limits} LIMIT: {k.envelope or 'launches refused by the GPU'}" if k.limits else ""
+
+
 def summary_rows(result: CheckResult) -> list[list[str]]:
     rows = []
     for k in result.kernels:
         f = first_failure(k)
-        note = (f["line"] if f else (k.error or "")) if k.status not in PASSING else ""
+        if k.status in PASSING:
+            note = limit_text(k)
+        elif k.status == "refused":
+            note = f"{k.refused} refused on the host: {k.rejected_reason}"
+        else:
+            note = f["line"] if f else (k.error or "")
         rows.append([status_word(k), f"{rel(k.file, result.root)}:{k.function}", k.op, ",".join(k.dtypes) or "-",
                      f"{k.passed}/{k.iterations}", worst_text(k), note])
     return rows
@@ -188,7 +203,10 @@ def junit_xml(result: CheckResult) -> str:
 def _counts_line(k: KernelResult) -> str:
     s = f"Passed: {k.passed}/{k.iterations}"
     other = ", ".join(f"{n} {st}" for st, n in sorted(k.statuses.items()) if st != "pass")
-    return s + (f" ({other})" if other else "") + "".join(f" · {d} skipped: {w}" for d, w in k.skipped.items())
+    s += (f" ({other})" if other else "") + (f" · {limit_text(k)}" if k.limits else "")
+    if k.refused:
+        s += f" · {k.refused} refused on the host: {k.rejected_reason}"
+    return s + "".join(f" · {d} skipped: {w}" for d, w in k.skipped.items())
 
 
 # ------------------------------------------------------------------------------------------------ SARIF
@@ -217,17 +235,20 @@ def sarif_log(result: CheckResult, *, command_line: str | None = None) -> dict:
     results, rule_ids = [], []
     rule_levels: dict[str, str] = {}
     for k in result.kernels:
-        if k.level == "pass":
+        if k.level == "pass" and not k.limits:
             continue
-        f = first_failure(k)
-        kind = f["verdict"].get("kind", "other") if f else "launcher"
-        rid = f"{k.status}.{kind}"
+        f = first_failure(k) if k.level != "pass" else None
+        kind = f["verdict"].get("kind", "other") if f else "out_of_resources" if k.limits and k.level == "pass" \
+            else "refusal" if k.status == "refused" else "launcher"
+        rid = f"{'limit' if k.level == 'pass' else k.status}.{kind}"
         if rid not in rule_ids:
             rule_ids.append(rid)
-        level = "error" if k.level == "fail" else "warning"
-        if rule_levels.get(rid) != "error":
+        level = "error" if k.level == "fail" else "warning" if k.level == "warn" else "note"
+        if rule_levels.get(rid) != "error" and not (rule_levels.get(rid) == "warning" and level == "note"):
             rule_levels[rid] = level
-        text = (failure_text(f) if f else f"{k.target} could not be fuzzed: {k.error}") + "\n" + _counts_line(k)
+        text = (failure_text(f) if f else limit_text(k) if k.level == "pass"
+                else f"{k.refused} case(s) refused on the host before any launch: {k.rejected_reason}"
+                if k.status == "refused" else f"{k.target} could not be fuzzed: {k.error}") + "\n" + _counts_line(k)
         res: dict = {"ruleId": rid, "ruleIndex": rule_ids.index(rid),
                      "level": level,
                      "message": {"text": text},

@@ -22,7 +22,10 @@ from typing import Any, Callable
 
 from .manifest import KernelEntry, Manifest
 
-PASSING = frozenset({"pass", "rejected"})
+PASSING = frozenset({"pass", "rejected"})  # kernel statuses that pass
+# case statuses that do not fail a kernel by themselves: a LIMIT (the GPU refuses the launch: loud, not wrong) fails
+# it only inside the sizes declared supported, a refusal only under refusals: fail (fuzz_one sets those statuses)
+CASE_PASSING = PASSING | {"limit"}
 SCHEMA_VERSION = 1
 MAX_FAILURES_KEPT = 20  # per kernel in the reports; the store keeps up to fuzzer.MAX_STORED
 # the order in which a kernel's overall status is chosen when its cases disagree
@@ -31,7 +34,7 @@ _SEVERITY = ("error", "fail", "precondition")
 
 def kernel_status(statuses: dict[str, int]) -> str:
     """``pass`` when every case passed (or was rejected), else the most severe failing status seen."""
-    bad = [s for s, n in statuses.items() if n and s not in PASSING]
+    bad = [s for s, n in statuses.items() if n and s not in CASE_PASSING]
     if not bad:
         return "pass" if statuses else "error"
     for s in _SEVERITY:
@@ -71,6 +74,10 @@ class KernelResult:
     dtypes: list[str] = field(default_factory=list)
     strategy: str = "default"
     policy: str = "fail"  # the PRECONDITION policy this launcher ran under (gpuemu.preconditions)
+    limits: int = 0  # cases whose launch the GPU refuses (LIMIT): shown; status "limit" when inside ``supports``
+    envelope: str | None = None  # the sizes it launches at, from the refusals (gpuemu.envelope)
+    refused: int = 0  # cases the launcher refused on the host before any launch; status "refused" when fatal
+    rejected_reason: str = ""
 
     @property
     def level(self) -> str:
@@ -96,7 +103,9 @@ class KernelResult:
                 "ok": self.ok, "iterations": self.iterations, "passed": self.passed, "statuses": dict(self.statuses),
                 "matrix": self.matrix, "worst": self.worst, "failures": self.failures, "skipped": self.skipped,
                 "kernels": self.kernels, "sha256": self.sha256, "seconds": self.seconds, "error": self.error,
-                "dtypes": self.dtypes, "strategy": self.strategy, "policy": self.policy, "level": self.level}
+                "dtypes": self.dtypes, "strategy": self.strategy, "policy": self.policy, "level": self.level,
+                "limits": self.limits, "envelope": self.envelope, "refused": self.refused,
+                "rejected_reason": self.rejected_reason}
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelResult":
@@ -226,7 +235,8 @@ def locate_kernels(fn: Callable, names: list[str]) -> list[dict]:
 def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: tuple[str, ...] | None,
              strategy: str | None, rulepacks: tuple[str, ...], store: str | None, device: str,
              compile_workers: int | None = None, requires: dict | None = None, preconditions: str = "fail",
-             framework: str | None = None) -> dict:
+             framework: str | None = None, limits: str | None = None, supports: Any = None,
+             refusals: str | None = None) -> dict:
     """Fuzz one launcher; returns ``KernelResult.to_dict()``. Errors of the launcher are results, not raises.
     ``compile_workers``: see :func:`gpuemu.fuzzer.fuzz` (0 where the launchers already run in parallel).
     ``requires`` (a :class:`~gpuemu.preconditions.Requires` as a dict) and the ``preconditions`` policy come
@@ -257,7 +267,7 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
             for facet in strategy_facets(case):
                 cell = res.matrix.setdefault(case.dtype, {}).setdefault(facet, {})
                 cell[st] = cell.get(st, 0) + 1
-            if st in PASSING:
+            if st in CASE_PASSING:
                 return
             ratio = verdict.worst_ratio
             key = float("inf") if ratio is None or ratio != ratio else float(ratio)
@@ -273,7 +283,7 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
                       strategy=strategy, store=store, rulepack=list(rulepacks), device=device, target=entry.target,
                       on_case=on_case, compile_workers=compile_workers,
                       requires=Requires.from_dict(requires) if requires else None, preconditions=preconditions,
-                      framework=framework)
+                      framework=framework, limits=limits, supports=supports, refusals=refusals)
     except GpuemuError as e:
         res.error = str(e)
         res.seconds = time.perf_counter() - t0
@@ -297,6 +307,12 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
         names = _launched_names(fn, entry.op, seed, device)
     res.kernels = locate_kernels(fn, names)
     res.status = kernel_status(res.statuses) if res.iterations else "error"
+    res.limits, res.envelope = result.limits, result.envelope.get("text") if result.envelope else None
+    res.refused, res.rejected_reason = result.refused, result.rejected_reason
+    if res.status == "pass" and result.fatal_limits:  # refused inside the sizes the launcher declares it supports
+        res.status = "limit"
+    elif res.status == "pass" and result.refused and (result.refusal_policy == "fail" or result.refused_every_case):
+        res.status = "refused"
     if result.all_errored and res.failures:
         from ..frameworks import other_framework_hint
 
@@ -396,7 +412,8 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                               rulepacks=own, store=store, device=device,
                               compile_workers=0 if jobs > 1 or ray is not None else None,
                               requires=req.to_dict() if req else None, preconditions=policy,
-                              framework=manifest.setting(e, "framework"))))
+                              framework=manifest.setting(e, "framework"), limits=manifest.setting(e, "limits"),
+                              supports=e.supports, refusals=manifest.setting(e, "refusals"))))
     if on_start:
         on_start()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -45,6 +45,12 @@ def register(sub) -> None:
     p.add_argument("--limits", choices=("allow", "fail"), default=None,
                    help="a case whose launch the target GPU refuses (shared memory, registers, grid): a LIMIT line, "
                         "not a failure (allow, default), or a failure (fail: the shape is declared supported)")
+    p.add_argument("--supports", metavar="SIZES", default=None,
+                   help="sizes the launcher is declared to launch at: all, or DIM<=SIZE[,...] (e.g. D<=256); a LIMIT "
+                        "inside them fails the run (rule pack: fuzz.supports)")
+    p.add_argument("--refusals", choices=("allow", "fail"), default=None,
+                   help="an input the launcher refuses on the host before any launch (any exception): REJECTED and "
+                        "counted (allow, default; a launcher refusing every case still fails), or a failure (fail)")
     p.add_argument("--case-timeout", metavar="SECONDS", type=_seconds, default=None,
                    help="per-case time limit: a case running longer is an ERROR verdict (rule pack: fuzz.case_timeout)")
     p.add_argument("--target", dest="gpu_targets", metavar="SM_XX,...", default=None,
@@ -221,7 +227,8 @@ def run(args) -> int:
                           strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
                           preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,
-                          compile_workers=args.compile_workers, framework=framework, limits=args.limits)
+                          compile_workers=args.compile_workers, framework=framework, limits=args.limits,
+                          supports=args.supports, refusals=args.refusals)
     except FuzzInterrupted as e:  # Ctrl-C: report and write what ran, then exit 130
         result, interrupted = e.result, True
     finally:
@@ -239,6 +246,12 @@ def run(args) -> int:
 
         raise InvalidArgument(f"no case ran: {'; '.join(f'{k} skipped: {v}' for k, v in result.skipped.items())}; "
                               "choose other dtypes with --dtype")
+    if result.refused_every_case:  # (the summary says so) a launcher written for another framework raises on all
+        from ..frameworks import other_framework_hint
+
+        hint = other_framework_hint(fn, framework)
+        if hint:
+            err(f"hint: {hint}")
     if result.all_errored and not result.timed_out:  # it takes the op's arguments (checked above): a broken kernel
         from ..frameworks import other_framework_hint
 
@@ -250,6 +263,10 @@ def run(args) -> int:
         hint = other_framework_hint(fn, framework)
         if hint:
             err(f"hint: {hint}")
+    internal = [f for f in result.failed if f.verdict.kind == "internal"]
+    if internal and len(internal) == len(result.failed) and not args.exit_zero:
+        err(f"gpuemu: {len(internal)} case(s) hit an internal error of gpuemu (not the kernel's): exit 101")
+        return 101
     if not result.ok and not args.exit_zero:
         return 1  # FAIL or ERROR; PRECONDITION too unless the policy is warn or ignore (gpuemu.preconditions)
     return 0

@@ -36,6 +36,10 @@ def classify(run: Runner, case: Case, ev: Evaluation) -> Outcome:
         return Outcome(SKIP_CASE, v, "reference")
     if v.status == LIMIT:
         return Outcome(SKIP_CASE, v, "long rows") if case.shape_kind == "long_row" else Outcome(LIMIT, v)
+    if v.status == REJECTED:  # refused on the host before any launch (gpuemu.oracle.error_verdict)
+        if v.kind == "refusal" and not case.is_contiguous() and run(contiguous_twin(case)).verdict.status == PASS:
+            v = dataclasses.replace(v, message=f"rejects non-contiguous input ({v.message})")
+        return Outcome(REJECTED, v)
     if bf16_unfaithful(case.dtype, ev.launches):  # gpuemu's runtime runs bf16 as a GPU does; the interpreter not
         return Outcome(SKIP_CASE, v, "bf16")
     if v.status != PASS and not case.is_contiguous() and v.kind != "timeout":
@@ -45,13 +49,11 @@ def classify(run: Runner, case: Case, ev: Evaluation) -> Outcome:
 
 def layout_precondition(run: Runner, case: Case, verdict: Verdict, *, attribute: bool = False) -> Verdict | None:
     """A failing non-contiguous case whose contiguous twin passes: the launcher assumes contiguous inputs.
-    A clear refusal (ValueError, ...) is REJECTED; silently wrong output is PRECONDITION, naming the
+    (A refusal on the host is REJECTED before this.) Silently wrong output is PRECONDITION, naming the
     arguments (with ``attribute``, the fewest whose contiguity alone makes the case pass). None otherwise."""
     if run(contiguous_twin(case)).verdict.status != PASS:
         return None
     strided = strided_args(case)
-    if verdict.status == ERROR and verdict.kind == "refusal":
-        return Verdict(REJECTED, "refusal", f"rejects non-contiguous input ({verdict.message})", reference=verdict.reference)
     if verdict.status == ERROR:
         return None  # a crash on strided input is an error, not a declared-or-not contract
     names = strided

@@ -41,6 +41,7 @@ class Drawer:
             if unfit > MAX_UNFIT:
                 raise InvalidArgument(f"{plan.target or plan.op}: the declared preconditions {req.to_dict()} leave no "
                                       f"valid {plan.op} shape ({problem}); relax them")
+        case = within_value_cap(case, plan.device)
         if plan.framework != "torch" and not case.is_contiguous():  # same seed and values, dense (no strides there)
             case = contiguous_twin(case)
             self.flattened += 1
@@ -49,6 +50,23 @@ class Drawer:
     def drop(self, dtype: str) -> None:
         """Draw no more cases of ``dtype`` (a dtype this run cannot judge)."""
         self.active.remove(dtype)
+
+
+def within_value_cap(case: Case, device: str) -> Case:
+    """``case`` with its largest values inside the device's value envelope (gpuemu.device_arith.value_cap): the
+    parameters are recorded in the case, so it replays with the same bytes anywhere."""
+    import dataclasses
+
+    from ..cases import value_params
+    from ..device_arith import value_cap
+
+    cap = value_cap(case.op, device)
+    if cap is None or case.values != "near_max":
+        return case
+    params = dict(case.value_params or value_params(case.values, case.spec, case.dtype, case.dims))
+    if params.get("scale", 0.0) <= cap:
+        return case
+    return dataclasses.replace(case, value_params=dict(params, scale=cap))
 
 
 def capped(declared: Mapping[str, int], envelope: Mapping[str, int]) -> dict[str, int]:

@@ -34,7 +34,9 @@ class Plan:
     iterations: int
     strategy: str
     policy: str
-    limit_policy: str
+    limit_policy: str  # allow: a LIMIT is shown; fail: a LIMIT inside ``supports`` fails the run
+    supports: dict | None  # gpuemu.envelope.parse_supports: None, {} (every size) or {dim: largest size}
+    refusal_policy: str  # allow: a host-side refusal passes its case; fail: it fails the run
     requires: Requires
     framework: str
     dtypes: list[str]
@@ -59,7 +61,7 @@ def make_plan(fn: Callable, *, op: str | None, reference: Any, inputs: Any, sche
               store: Any, rulepack: Iterable[str], device: str | None, target: str | None,
               check_determinism: bool | None, requires: Requires | None, preconditions: str | None,
               case_timeout: float | None, compile_workers: int | None, framework: str | None,
-              limits: str | None) -> Plan:
+              limits: str | None, supports: Any = None, refusals: str | None = None) -> Plan:
     from .. import config
     from ..runners import default_device
     from ..target import describe
@@ -91,6 +93,20 @@ def make_plan(fn: Callable, *, op: str | None, reference: Any, inputs: Any, sche
     if limit_policy not in ("allow", "fail"):
         raise InvalidArgument(f"limits={limit_policy!r}: use allow (a launch the GPU refuses is shown, not failed) or "
                               "fail")
+    from ..envelope import parse_supports
+
+    try:
+        declared_supports = parse_supports(supports if supports is not None else fz.get("supports"))
+    except ValueError as e:
+        raise InvalidArgument(f"supports: {e}") from None
+    if limit_policy == "fail" and declared_supports is None:
+        declared_supports = {}
+    if declared_supports is not None:
+        limit_policy = "fail"
+    refusal_policy = refusals or fz.get("refusals", "allow")
+    if refusal_policy not in ("allow", "fail"):
+        raise InvalidArgument(f"refusals={refusal_policy!r}: use allow (an input the launcher refuses on the host, "
+                              "before any launch, is shown, not failed) or fail")
     target = target or describe(fn)
     req = declared(fn).merge(from_project(target, settings.requires, fn=fn)).merge(requires or Requires())
     if bound is not None and bound.schema.declared.get("requires"):
@@ -126,7 +142,8 @@ def make_plan(fn: Callable, *, op: str | None, reference: Any, inputs: Any, sche
     determinism = fz.get("determinism_check", True) if check_determinism is None else check_determinism
     workers = int(fz.get("compile_workers", 0) if compile_workers is None else compile_workers)
     return Plan(fn=fn, spec=spec, target=target, bound=bound, settings=settings, iterations=iterations,
-                strategy=strategy, policy=policy, limit_policy=limit_policy, requires=req, framework=fw, dtypes=dts,
+                strategy=strategy, policy=policy, limit_policy=limit_policy, supports=declared_supports,
+                refusal_policy=refusal_policy, requires=req, framework=fw, dtypes=dts,
                 seed=seed, case_timeout=case_timeout, device=device or default_device(), threads=threads,
                 determinism=bool(determinism), compile_workers=workers)
 

@@ -147,6 +147,8 @@ def statement(result) -> dict:
             "policy": getattr(k, "policy", "fail"),
             "seed": f"0x{k.seed:x}", "cases": k.iterations, "passed": k.passed, "statuses": dict(k.statuses),
             "dtypes": list(k.dtypes), "skipped": dict(k.skipped), "source_sha256": k.sha256,
+            "limits": getattr(k, "limits", 0), "envelope": getattr(k, "envelope", None),
+            "refused": getattr(k, "refused", 0),
             "kernels": [{"name": x["name"], "file": _name(x["path"], result.root) if x.get("path") else None,
                          "line": x.get("start_line")} for x in k.kernels],
             "failures": [{"line": f["line"], "replay": f["replay"], "hint": f.get("hint")} for f in k.failures[:5]],

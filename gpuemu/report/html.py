@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..check.outputs import first_failure, rel, status_word, summary_rows, totals_line
+from ..check.outputs import first_failure, limit_text, rel, status_word, summary_rows, totals_line
 from ..check.run import PASSING, CheckResult, KernelResult
 
 _CSS = """
@@ -123,6 +123,11 @@ def _kernel_section(i: int, k: KernelResult, root: str) -> str:
              f"{_e(rel(k.file, root))}:{_e(k.function)} <span class='muted'>({_e(k.op)}, {k.passed}/{k.iterations} "
              f"cases, seed 0x{k.seed:x}, {k.seconds:.1f} s)</span></h3></summary>",
              f"<p class='muted'>Triton kernels launched: {where}</p>", _matrix(k)]
+    if k.limits:
+        parts.append(f"<p class='limit'>{_e(limit_text(k))}</p>")
+    if k.refused:
+        parts.append(f"<p class='muted'>{k.refused} case(s) refused on the host before any launch: "
+                     f"{_e(k.rejected_reason)}</p>")
     if k.skipped:
         parts.append("<p class='muted'>" + "; ".join(f"{_e(d)} skipped: {_e(w)}" for d, w in k.skipped.items()) + "</p>")
     if k.error and not f:

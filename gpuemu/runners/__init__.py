@@ -51,6 +51,8 @@ class RunOutcome:
     error_text: str = ""
     launches: list[Launch] = field(default_factory=list)
     seconds: float = 0.0
+    launched: bool = False  # a kernel launch had started when ``error`` was raised (else: raised on the host first)
+    internal: bool = False  # ``error`` is a failure of gpuemu's own code, not of the launcher or its kernels
 
 
 def _sync(device: str) -> None:
@@ -104,10 +106,36 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
             kernel = out.launches[-1].kernel if out.launches else "kernel"
             e = from_out_of_resources(e, kernel=kernel, device=device if device.startswith("cuda") else None)
         out.error = e
+        out.launched = bool(out.launches) or _device_fault(e)
+        out.internal = _internal(e)
         frame = _user_frame(traceback.extract_tb(e.__traceback__))
         out.error_text = one_line(e) + (f" ({frame.filename}:{frame.lineno})" if frame else "")
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _device_fault(e: BaseException) -> bool:
+    """A CUDA error surfacing on the host (an illegal address, a device assert): a kernel ran and failed, whatever
+    launched it (a Triton kernel, a C++ extension's, a library's)."""
+    text = f"{type(e).__name__}: {e}"
+    return "AcceleratorError" in text or "CUDA error" in text or "device-side assert" in text
+
+
+def _internal(e: BaseException) -> bool:
+    """Raised by gpuemu's own code: the innermost frame is gpuemu's, and the exception is none of the verdicts
+    gpuemu raises from inside a launch on purpose (a finding, a refusal by the GPU, the kernel's own error)."""
+    import os.path
+
+    from ..errors import GpuemuError, KernelFinding
+    from ..resources import LaunchRefused
+
+    if isinstance(e, (KernelFinding, LaunchRefused, GpuemuError)) or type(e).__name__ == "KernelError":
+        return False
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames or frames[-1].name in ("__torch_function__", "__torch_dispatch__"):
+        return False  # a torch op raised (C++ adds no frame) under gpuemu's poisoning mode: the launcher's call
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.abspath(frames[-1].filename).startswith(here + os.sep)
 
 
 def _user_frame(tb):
@@ -127,7 +155,8 @@ def _user_frame(tb):
                 libs.append(os.path.dirname(os.path.abspath(m.__file__)))
         except Exception:  # pragma: no cover - not installed
             pass
-    frames = list(tb)
+    # a harness's TorchFunctionMode (or dispatch mode) sits between the launcher's line and torch: not the user's line
+    frames = [fr for fr in tb if fr.name not in ("__torch_function__", "__torch_dispatch__")] or list(tb)
     for skip in (libs, [here]):
         for fr in reversed(frames):
             if not any(os.path.abspath(fr.filename).startswith(d + os.sep) for d in skip):

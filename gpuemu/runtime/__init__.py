@@ -107,6 +107,8 @@ def _on_gpu(args: tuple, kwargs: dict) -> bool:
 def _execute(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> LaunchResult:
     from .executor import execute
 
+    for hook in getattr(kernel, "pre_run_hooks", None) or ():  # (add_pre_run_hook) before each launch, as Triton runs
+        hook(*args, **kwargs)
     return execute(kernel, args, kwargs, grid, _settings)
 
 

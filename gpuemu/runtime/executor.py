@@ -412,7 +412,12 @@ def _convert(value: Any, name: str, arena: Arena) -> Any:
         return tl.tensor(it.TensorHandle(np.array([ptr], dtype=np.uint64), ty), ty)
     if isinstance(value, tuple):
         items = [_convert(v, f"{name}[{i}]", arena) for i, v in enumerate(value)]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if hasattr(value, "_fields"):
+            return type(value)(*items)
+        try:
+            return type(value)(items)
+        except TypeError:  # torch.Size takes ints only: Triton's interpreter, whose tl.tensor has __index__ then,
+            return value  # gets the ints back; so does the kernel here
     return it._implicit_cvt(value)
 
 
