@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import KernelFinding, one_line
 from ..runners.launches import _all_plain, bind_plain
-from . import _compat, batched, fast, libdevice, numerics, trace
+from . import _compat, batched, fast, libdevice, numerics, overflow, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -85,6 +85,15 @@ class LaunchState:
     scope: Any = None  # the launch's _Scope (helpers found mid-launch patch their modules into it)
     patched_modules: set = field(default_factory=set)
     check_overflow: bool = False  # Triton's integer overflow check (a kernel in debug mode); else ints wrap
+    # integer wraps that reach an address (runtime/overflow.py): the innermost scope in place (launch, batched
+    # pass, recording), the kernel's and helpers' sources by code, the wrap the next builder call produces, and
+    # whether the builder carries wrap notes now
+    scope_now: Any = None
+    sources: dict = field(default_factory=dict)
+    wrap_pending: Any = None
+    replaying: bool = False
+    taint_on: bool = False
+    taint_mark: Any = None
     _spin_fp: Any = None
     _spin_n: int = 0
 
@@ -97,6 +106,8 @@ class LaunchState:
         self.libdevice_patched, self.scope = False, None
         self.patched_modules = set()
         self.check_overflow = False
+        self.scope_now, self.sources, self.wrap_pending, self.replaying = None, {}, None, False
+        self.taint_on, self.taint_mark = False, None
         self._spin_fp, self._spin_n = None, 0
 
     @property
@@ -154,7 +165,8 @@ class _AssertFailed(_Located):
 
 # what the ordinary path raises for a kernel's own mistakes: a replay that raises one of these keeps its
 # trace (the launch re-runs the ordinary way to locate it)
-_FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice)
+_FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice,
+             overflow.Overflow)
 
 
 def _interpreter_error() -> type:
@@ -589,9 +601,10 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         state.check_overflow = debug_mode(kernel, kwargs)
         state.codes = dict.fromkeys(rw.codes, name)
         state.kernel_codes = rw.codes
+        state.sources = dict.fromkeys(rw.codes, rw.source)
         state.rewritten = rw
         scope = _Scope()
-        state.scope = scope
+        state.scope = state.scope_now = scope
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         arena.keep_writes()  # (copy on first write) a launch the runtime cannot finish starts again from here
@@ -626,7 +639,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
             found = _translate(e, state)
             if not isinstance(found, KernelError):
                 raise found from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
-                                                         _WatchdogTimeout)) else e)
+                                                         _WatchdogTimeout, overflow.Overflow)) else e)
             gap = found  # Python raised inside the launch: the kernel's error, or a construct the runtime lacks
         finally:
             watchdog.stop()
@@ -756,6 +769,8 @@ class _Passes:
         chosen: list = []  # [trace] once the first pass picked one, [None] when it did not
 
         def replay(t) -> None:
+            state = passes.state
+            state.replaying = True  # (an integer wrap falls back: overflow.ReplayWrap, not a finding)
             try:
                 t.run(inputs, builder)
             except (trace.Diverged, _WatchdogTimeout):
@@ -765,6 +780,8 @@ class _Passes:
             except BaseException as e:  # noqa: BLE001 - not what the ordinary path raises: stop using it
                 trace.failed(key, t)
                 raise trace.ReplayFailed() from e
+            finally:
+                state.replaying = False
 
         def run(**kargs) -> None:
             if chosen:
@@ -798,10 +815,13 @@ class _Passes:
             rec = trace.Recorder(inputs)
             scope = _Scope()
             rec.install(scope, builder, _compat.semantic())
+            state, outer = passes.state, passes.state.scope_now
+            state.scope_now = scope
             try:
                 rw.fn(**kargs)
             finally:
                 scope.restore()
+                state.scope_now = outer
             t = rec.finish()
             if t is not None:
                 passes.pending[mode] = (key, t)
@@ -847,6 +867,7 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         passes.snapshot()
     epoch, dots = passes.snap_at
     scope = _Scope()
+    outer, state.scope_now = state.scope_now, scope
     try:
         builder.set_grid_idx(0, 0, 0)
         reuse = _core.get("patches") if state is _STATE else None  # the batch patches are built once per these
@@ -861,6 +882,8 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         return f"sequential: {why}"
     finally:
         scope.restore()
+        state.scope_now = outer
+        state.wrap_pending = None
 
 
 def _translate(e: BaseException, state: LaunchState) -> BaseException:
@@ -870,6 +893,11 @@ def _translate(e: BaseException, state: LaunchState) -> BaseException:
     where = f"in kernel {state.kernel} at {site}, program {prog}"
     if isinstance(e, KernelFinding):
         return e
+    if isinstance(e, overflow.Overflow):
+        w = e.wrap
+        return KernelFinding("overflow", e.message(state.kernel, state.program), kernel=state.kernel, site=w.site,
+                             program=state.program, expression=w.expr, operands=dict(w.operands), dtype=w.dtype,
+                             line=w.line, address_site=e.site, exact=w.exact, wrapped=w.wrapped)
     if isinstance(e, MemoryError_):
         v = e.violation
         return KernelFinding("oob", f"{v.message()} {where}", kernel=state.kernel, site=site, program=state.program,
@@ -1051,15 +1079,17 @@ def _patch_core(scope: _Scope, state: LaunchState) -> None:
 def _overflow_check(state: LaunchState, sem: Any) -> Callable:
     """Triton's integer overflow check of ``+ - *`` where the launch asks for it (``state.check_overflow``: the
     kernel runs in debug mode, as compiled Triton inserts the check only then); else integers wrap, as on a
-    GPU. (device_assert itself is always enforced: the runtime's options say debug.)"""
+    GPU, and a wrap of a signed type is noted, so that one reaching an address is an ``overflow`` finding
+    (:mod:`gpuemu.runtime.overflow`). (device_assert itself is always enforced: the runtime's options say debug.)"""
     impl = sem.binary_op_sanitize_overflow_impl
     if fast.ENABLED:
         impl = fast.sanitize_overflow(sem, impl)
+    wraps = overflow.detector(state)
 
-    def check(lhs, rhs, binary_op):
+    def check(lhs, rhs, binary_op, benign=False):  # (benign: a replay's check whose result reaches no address)
         if state.check_overflow:
             return impl(lhs, rhs, binary_op)
-        return None
+        return wraps(lhs, rhs, binary_op, benign)
 
     return check
 
@@ -1096,6 +1126,7 @@ def _helper_call(state: LaunchState):
         rw = rewrite(self, fn)
         for c in rw.codes:
             state.codes.setdefault(c, fn.__name__)
+            state.sources.setdefault(c, rw.source)
         g = fn.__globals__
         if not state.libdevice_patched and _uses_libdevice(rw, g):
             _patch_libdevice(state.scope, None)
