@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import KernelFinding, one_line
 from ..runners.launches import _all_plain, bind_plain
-from . import _compat, batched, fast, libdevice, numerics, overflow, trace
+from . import _compat, batched, fast, libdevice, numerics, overflow, partial, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -94,6 +94,7 @@ class LaunchState:
     replaying: bool = False
     taint_on: bool = False
     taint_mark: Any = None
+    chosen: list | None = None  # a partial launch's programs (runtime/partial.py); None: every program
     _spin_fp: Any = None
     _spin_n: int = 0
 
@@ -108,6 +109,7 @@ class LaunchState:
         self.check_overflow = False
         self.scope_now, self.sources, self.wrap_pending, self.replaying = None, {}, None, False
         self.taint_on, self.taint_mark = False, None
+        self.chosen = None
         self._spin_fp, self._spin_n = None, 0
 
     @property
@@ -193,6 +195,7 @@ class LaunchResult:
     dot_precisions: tuple[str, ...]
     grid_mode: str = "sequential"  # "batched (N passes)" or "sequential" with the reason batching was not used
     fallback: str | None = None  # why Triton's interpreter ran the launch instead (see _on_interpreter)
+    programs_run: int | None = None  # a partial launch (runtime/partial.py): the programs it ran
 
 
 # ---------------------------------------------------------------------- patching
@@ -599,6 +602,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         else:  # a launch inside a launch: its own state and patches
             state = LaunchState(kernel=name, settings=settings, arena=arena, deadline=deadline)
         state.check_overflow = debug_mode(kernel, kwargs)
+        state.chosen = partial.programs(grid3)
         state.codes = dict.fromkeys(rw.codes, name)
         state.kernel_codes = rw.codes
         state.sources = dict.fromkeys(rw.codes, rw.source)
@@ -610,13 +614,14 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         arena.keep_writes()  # (copy on first write) a launch the runtime cannot finish starts again from here
         gap: KernelError | None = None
         try:
-            lean_found = _lean(state, rw, kargs, settings, grid3, bound)
+            lean_found = _lean(state, rw, kargs, settings, grid3, bound) if state.chosen is None else None
             lean = lean_found is not None
             lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
             watchdog.start()
             passes = _Passes(rw, kargs, settings, state, builder)
+            passes.plain = passes.plain or state.chosen is not None  # (a partial launch records nothing)
             passes.lean = lean
             if lean:
                 passes.found[lean_found[0]] = lean_found[1:]
@@ -634,6 +639,7 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
+            ran = len(state.chosen) if state.chosen is not None else None
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
             found = _translate(e, state)
@@ -656,12 +662,12 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                 fallback = _on_interpreter(kernel, fn, args, kwargs, grid, settings, gap)
             finally:
                 _depth -= 1
-            grid_mode, dots = "interpreter", ()
+            grid_mode, dots, ran = "interpreter", (), None
         else:
             fallback = None
     programs = grid3[0] * grid3[1] * grid3[2]
     return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, dots,
-                        grid_mode, fallback)
+                        grid_mode, fallback, ran)
 
 
 _interpreted: dict[int, tuple[Any, Any]] = {}  # id(fn) -> (fn, Triton's InterpretedFunction of it)
@@ -729,6 +735,14 @@ MIN_BATCH = 2
 def _run_programs(passes: "_Passes", kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
                   arena: Arena) -> str:
     """Every program of the launch: batched where it can, else one at a time; returns the grid mode."""
+    if state.chosen is not None:  # a partial launch: its chosen programs, one at a time
+        body = passes.body("sequential")
+        for x, y, z in state.chosen:
+            state.program = (x, y, z)
+            state.tick()
+            builder.set_grid_idx(x, y, z)
+            body(**kargs)
+        return f"partial ({len(state.chosen)} of {grid3[0] * grid3[1] * grid3[2]} programs)"
     grid_mode = _run_batched(passes, kargs, grid3, state, builder, arena) \
         if state.settings.grid == "batched" else "sequential"
     if not grid_mode.startswith("batched"):
