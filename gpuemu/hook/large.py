@@ -147,11 +147,30 @@ def inductor_judge(rt: Any, chk: Any, launcher: Any, how: str, names: list, args
 
 
 # ---------------------------------------------------------------------- graphs: Freivalds
-def _strip(node: Any) -> Any:
-    """The node an output's value comes from through reshapes and casts (which keep its elements in order)."""
-    while node.op == "call_function" and _opname(node) in _SHAPES and node.args and hasattr(node.args[0], "op"):
-        node = node.args[0]
-    return node
+def _strip(node: Any) -> tuple[Any, bool]:
+    """The node an output's value comes from through reshapes, casts and 2-D transposes, and whether an odd
+    number of transposes lies between (a backward graph returns ``t(mm(...))`` as a weight's gradient)."""
+    flipped = False
+    while node.op == "call_function" and node.args and hasattr(node.args[0], "op"):
+        name = _opname(node)
+        if name in _SHAPES:
+            node = node.args[0]
+        elif name == "t" or (name in ("transpose", "permute") and _two_d_swap(node)):
+            flipped = not flipped
+            node = node.args[0]
+        else:
+            break
+    return node, flipped
+
+
+def _two_d_swap(node: Any) -> bool:
+    """A transpose or permute of a 2-D value that swaps its two dims."""
+    meta = node.args[0].meta.get("val") if hasattr(node.args[0], "meta") else None
+    if meta is None or getattr(meta, "dim", lambda: 0)() != 2:
+        return False
+    if _opname(node) == "transpose":
+        return len(node.args) >= 3 and int(node.args[1]) % 2 != int(node.args[2]) % 2
+    return [int(d) % 2 for d in node.args[1]] == [1, 0]
 
 
 def _opname(node: Any) -> str:
@@ -161,7 +180,8 @@ def _opname(node: Any) -> str:
 
 
 def freivalds_plan(gm: Any) -> list[tuple[int, Any, Any, Any, Any]]:
-    """(output index, its node, A node, B node, bias node or None) of every graph output that is a matrix product
+    """(output index, its node, A node, (B node, B is linear's weight), bias node or None, the output is the product
+    transposed) of every graph output that is a matrix product
     whose operands a caller has after the call: placeholders or other outputs, reached through views and casts."""
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     outs = list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
@@ -185,8 +205,8 @@ def freivalds_plan(gm: Any) -> list[tuple[int, Any, Any, Any, Any]]:
     for i, o in enumerate(outs):
         if not hasattr(o, "op"):
             continue
-        mm = _strip(o)
-        if mm.op != "call_function" or _opname(mm) not in _MM:
+        mm, flipped = _strip(o)
+        if mm.op != "call_function" or _opname(mm) not in _MM or (flipped and _opname(mm) not in ("mm", "addmm")):
             continue
         bias, transposed = None, False
         a, b = mm.args[0], mm.args[1]
@@ -198,7 +218,7 @@ def freivalds_plan(gm: Any) -> list[tuple[int, Any, Any, Any, Any]]:
         if not hasattr(bias, "op"):
             bias = None
         if all(hasattr(x, "op") and reachable(x) for x in (a, b)) and (bias is None or reachable(bias)):
-            plan.append((i, o, a, (b, transposed), bias))
+            plan.append((i, o, a, (b, transposed), bias, flipped))
     return plan
 
 
@@ -256,11 +276,15 @@ def freivalds_judge(rt: Any, chk: Any, gm: Any, plan: list, args: list, compiled
     worst = None
     g = torch.Generator(device="cpu").manual_seed(rt.stats.checks)
     with torch.no_grad():
-        for i, o, a_node, b_node, bias_node in plan:
+        for i, o, a_node, b_node, bias_node, flipped in plan:
             c = compiled[i]
             a, b = _value(a_node, env), _value(b_node[0], env)
             if b_node[1]:  # linear's weight [N, K]
                 b = b.transpose(-2, -1)
+            if flipped:  # C = (A B)^T = B^T A^T (a bias of addmm: a row of A B, a column of C)
+                if bias_node is not None:
+                    continue
+                a, b = b.transpose(-2, -1), a.transpose(-2, -1)
             if c.shape != (*a.shape[:-1], b.shape[-1]):  # (a reshape of the product: the same elements in order)
                 c = c.reshape(*a.shape[:-1], b.shape[-1])
             n = b.shape[-1]
