@@ -357,7 +357,7 @@ def _embedding(case: Case, inputs: dict, out: Any, idx: np.ndarray) -> list[Sub]
     for r in _chunks(rows, 256):
         want = ids[r]
         uniq, remap = torch.unique(want, return_inverse=True)
-        sub = {"ids": remap, "table": read(table, uniq.numpy())}
+        sub = {"ids": remap, "table": read(table, uniq.cpu().numpy())}
         subs.append((f"rows {_label(r)}", sub, read(out.reshape(-1, D), r)))
     return subs
 
