@@ -170,3 +170,23 @@ def test_production_cases_are_past_2_31_and_valid(op):
             sizes.append(c.dims["B"] * c.dims["M"] * c.dims["N"])  # (the output: the score matrix)
         assert max(sizes) >= 2**31, (preset, c.dims, c.batch)
         assert c.shape_kind == "production" and c.is_contiguous()
+
+
+def test_the_cli_says_overflow_in_the_terminal_and_json_and_exits_1(tmp_path, capsys):
+    import json
+
+    from gpuemu.cli import main
+
+    out = tmp_path / "r.json"
+    rc = main(["fuzz", "examples/kernels/overflow/rowwise.py:softmax_i32", "--op", "softmax", "--sizes", "production",
+               "--preset", "llama3-8b", "-n", "1", "--seed", "1", "--dtype", "fp32", "--json", str(out),
+               "--store", str(tmp_path / "store"), "--target", "none"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "OVERFLOW seed=" in err and "row * stride_xm wraps int32" in err
+    d = json.loads(out.read_text())
+    assert d["failures"][0]["verdict"]["status"] == "overflow" and not d["ok"]
+    rc = main(["fuzz", "examples/kernels/overflow/rowwise.py:softmax_i64", "--op", "softmax", "--sizes", "production",
+               "--preset", "llama3-8b", "-n", "1", "--seed", "1", "--dtype", "fp32", "--store", str(tmp_path / "store"),
+               "--target", "none"])
+    assert rc == 0
