@@ -366,6 +366,9 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
     err = spec.check_dims(case.dims, case.kwargs)
     if err:
         raise InvalidArgument(f"case for {case.op} is invalid: {err}")
+    if case.shape_kind == "production":  # tens of GiB: built sparse, page by page (gpuemu.production.make_inputs)
+        raise InvalidArgument(f"a production-size case of {case.op} is not materialized whole; "
+                              "gpuemu.production.make_inputs builds its inputs sparse")
     rng = Rng(derive_seed(case.seed, 1))
     dt = torch_dtype(case.dtype)
     out: dict[str, Any] = {}
@@ -576,7 +579,13 @@ def _pick_batch(rng: Rng, kind: str) -> tuple[int, ...]:
 
 # what each strategy varies; "default" mixes them all
 STRATEGIES = ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided", "boundary_values",
-              "adversarial_values", "default", "production")
+              "adversarial_values", "default")
+
+
+def is_production_strategy(strategy: str) -> bool:
+    """``production`` or ``production:PRESET`` (gpuemu/sizes.py): not one of :data:`STRATEGIES`, whose cases a
+    whole process materializes."""
+    return strategy == "production" or strategy.startswith("production:")
 _SHAPE_WEIGHTS = {"regular": 2, "random": 2, "boundary": 3, "tile_edge": 3, "adversarial": 1}
 _VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "positive": 2, "negative": 1, "zeros": 1, "ties": 1, "tiny": 1,
                   "near_max": 1, "large_spread": 3, "cancellation": 2, "spike": 2}
