@@ -24,6 +24,7 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench.py
 	$(PY) bench/runtime_cost.py --seeds 2 --repeat 5 --out bench/runtime_cost.md
+	$(PY) bench/production_sizes.py -n 2 --seed 1 --out bench/production_sizes.md
 
 clean:
 	rm -rf $(VENV) .gpuemu .gpuemu-demo bench/out

@@ -60,6 +60,8 @@ class RunConfig:
     store: str = ".gpuemu-bench-real"
     hook_settings: dict = dataclasses.field(default_factory=dict)  # install() arguments (default: defaults)
     pair: bool = False  # run_pair: inductor and gpuemu side by side in this one process
+    batch: int = 0  # the batch and sequence length of every call (0: the model's default, 8 x 200)
+    seq: int = 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -90,6 +92,7 @@ def _build(cfg: RunConfig, copies: int = 1) -> tuple[list, list, list, list]:
         model = L.LlamaTiny(conf).to(cfg.device)
         vocab = conf.vocab
         batch, seq = (2, 12) if cfg.model == "llama-tiny" else (8, 200)
+    batch, seq = cfg.batch or batch, cfg.seq or seq
     models = [model] + [copy.deepcopy(model) for _ in range(copies - 1)]
     g = torch.Generator().manual_seed(cfg.seed + 1)
     train = [torch.randint(0, vocab, (batch, seq), generator=g).to(cfg.device) for _ in range(cfg.steps)]
@@ -440,6 +443,14 @@ def main(argv: list[str] | None = None) -> int:
                     "deterministic algorithms); bug and CUDA-graph runs stay at defaults")
     ap.add_argument("--cudagraphs", action="store_true", help="also GPT-2 eval with mode='reduce-overhead' (gpuemu)")
     ap.add_argument("--quick", action="store_true", help="CPU: tiny Llama, aot_eager, 3 steps")
+    ap.add_argument("--large", action="store_true",
+                    help="GPT-2 with its LM head (vocab 50257) at batch 64 x 256 tokens: logits of 3.3 GB (fp32), past "
+                         "the hook's 1 GiB capture cap, so its graphs and the kernels reading the logits take the "
+                         "large-call checks (gpuemu/hook/large.py); only the pair and the control run")
+    ap.add_argument("--batch", type=int, default=0, help="batch of every call (default: 8; --large: 64)")
+    ap.add_argument("--seq", type=int, default=0, help="tokens per sequence (default: 200; --large: 256)")
+    ap.add_argument("--max-capture-mb", type=float, default=None,
+                    help="the hook's max_capture_bytes in MiB (default: the hook's own, 1024)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -455,8 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     steps, evals = (args.steps, args.evals) if not args.quick else (3, 2)
     warmup = args.warmup if not args.quick else 1
     models = [m for m in args.models.split(",") if m != "gpt2" or _has_transformers()] if not args.quick else ["llama-tiny"]
+    if args.large:
+        models = ["gpt2"] if cuda and _has_transformers() else ["llama-tiny"]
+        args.skip_bugs = args.skip_micro = True
     if not cuda:
         models = ["llama-tiny" if m == "llama" else m for m in models if m != "gpt2"]
+    batch = args.batch or (64 if args.large and cuda else 0)
+    seq = args.seq or (256 if args.large and cuda else 0)
+    hook_settings = {} if args.max_capture_mb is None else {"max_capture_bytes": int(args.max_capture_mb * 2**20)}
     store = str(ROOT / ".gpuemu-bench-real")
     result: dict = {"device": torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu",
                     "torch": torch.__version__, "python": platform.python_version(), "models": [], "bugs": []}
@@ -477,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"(x{result['micro']['hooked_over_bare']:.4f})", file=sys.stderr, flush=True)
         for m in (models if not args.micro_only else []):
             base = RunConfig(model=m, backend="gpuemu", inner=inner, steps=steps, evals=evals, warmup=warmup,
-                             device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True)
+                             device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True,
+                             batch=batch, seq=seq, hook_settings=hook_settings)
             alone = None if args.skip_alone else _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
             if args.noise_floor:
                 nf = noise_floor(_spawn(dataclasses.replace(base, backend="inductor"), tmp))

@@ -38,7 +38,8 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "none")
 #     The stride of the dim just outside DIM then differs from the product of the inner extents.
 #   "perm:0213": storage in another dim order, viewed back (head-major [B,H,N,D] storage seen as [B,N,H,D]).
 VIEW_LAYOUTS = ("padded", "perm")
-SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial", "long_row", "real_size")
+SHAPE_KINDS = ("fixed", "regular", "random", "boundary", "tile_edge", "adversarial", "long_row", "real_size",
+               "production")
 
 GUARD = 16  # poison elements after every input's view: small overruns read NaN, not neighbours
 OFFSET = 3  # elements before the view in the "offset" layout
@@ -365,6 +366,9 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
     err = spec.check_dims(case.dims, case.kwargs)
     if err:
         raise InvalidArgument(f"case for {case.op} is invalid: {err}")
+    if case.shape_kind == "production":  # tens of GiB: built sparse, page by page (gpuemu.production.make_inputs)
+        raise InvalidArgument(f"a production-size case of {case.op} is not materialized whole; "
+                              "gpuemu.production.make_inputs builds its inputs sparse")
     rng = Rng(derive_seed(case.seed, 1))
     dt = torch_dtype(case.dtype)
     out: dict[str, Any] = {}
@@ -576,6 +580,12 @@ def _pick_batch(rng: Rng, kind: str) -> tuple[int, ...]:
 # what each strategy varies; "default" mixes them all
 STRATEGIES = ("fixed", "random_shapes", "boundary_shapes", "tile_edges", "strided", "boundary_values",
               "adversarial_values", "default")
+
+
+def is_production_strategy(strategy: str) -> bool:
+    """``production`` or ``production:PRESET`` (gpuemu/sizes.py): not one of :data:`STRATEGIES`, whose cases a
+    whole process materializes."""
+    return strategy == "production" or strategy.startswith("production:")
 _SHAPE_WEIGHTS = {"regular": 2, "random": 2, "boundary": 3, "tile_edge": 3, "adversarial": 1}
 _VALUE_WEIGHTS = {"normal": 4, "uniform": 1, "positive": 2, "negative": 1, "zeros": 1, "ties": 1, "tiny": 1,
                   "near_max": 1, "large_spread": 3, "cancellation": 2, "spike": 2}
@@ -617,6 +627,10 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
     >>> generate("softmax", 1, dtype="fp32").op
     'softmax'
     """
+    if strategy.split(":")[0] == "production":  # the shapes real models launch (gpuemu/sizes.py), run partially
+        from .sizes import production_case      # over sparse memory; "production:PRESET" one model's dims
+
+        return production_case(op, seed, dtype=dtype, preset=strategy.partition(":")[2] or None)
     spec = ops.get(op)
     dtype = canonical_dtype(dtype)
     blocks = blocks or Blocks()

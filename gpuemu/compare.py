@@ -30,6 +30,9 @@ PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 # launcher that refuses such an input with a clear exception: see gpuemu.preconditions
 PRECONDITION, REJECTED = "precondition", "rejected"
 LIMIT = "limit"  # a launch the target GPU refuses (shared memory, registers, grid): loud, not a wrong answer
+# integer index/address arithmetic that wraps (int32 past 2**31) and reaches a pointer: wrong or crashing on a GPU
+# at that size, whatever the output showed here (gpuemu.runtime.overflow); fails a run as FAIL does
+OVERFLOW = "overflow"
 
 
 @dataclass(frozen=True)
@@ -310,4 +313,5 @@ def dtype_label(dtype) -> str:
 
 
 __all__ = ["dtype_label", "Verdict", "compare", "compare_index", "check_form", "judge", "elementwise_error", "bound_line",
-           "mismatch_detail", "mismatch_message", "PASS", "FAIL", "ERROR", "SKIP", "PRECONDITION", "REJECTED", "LIMIT"]
+           "mismatch_detail", "mismatch_message", "PASS", "FAIL", "ERROR", "SKIP", "PRECONDITION", "REJECTED", "LIMIT",
+           "OVERFLOW"]

@@ -19,7 +19,8 @@ from .errors import RulePackError
 SCHEMA_VERSION = 1
 _DTYPES = ("fp32", "fp16", "bf16")
 _TOP_KEYS = {"schema_version", "name", "tolerances", "device_tolerances", "fuzz", "hook", "lint", "bindings", "provenance",
-             "check", "oracle", "requires"}  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
+             "check", "oracle", "requires",  # check: the manifest of `gpuemu check` (gpuemu/check/manifest.py reads it)
+             "production"}  # the presets of --sizes production (gpuemu/sizes.py reads and checks them)
 _FUZZ_KEYS = {"iterations": int, "dtypes": list, "strategy": str, "shrink_budget": int, "determinism_check": bool,
               "case_timeout": float, "targets": list, "compile_workers": int, "torch_threads": int, "limits": str,
               "supports": object, "refusals": str}

@@ -29,6 +29,7 @@ class Entry:
     trigger: str = ""
     expect: str = ""  # for a correct launcher with a known contract: "precondition" or "rejects" (see below)
     fit: bool = True  # a tolerance control of `gpuemu calibrate --corpus` (false: judged against the fit only)
+    strategy: str = ""  # "production:PRESET": judged at production size (gpuemu/sizes.py; examples/kernels/overflow)
 
     def verdict_ok(self, result) -> bool:
         """Whether a fuzz result is what this entry should get: no failure at all, or for an ``expect`` entry
@@ -61,7 +62,8 @@ def load_manifest(path: str | Path | None = None) -> list[Entry]:
             out.append(Entry(target=d["target"], op=d["op"], correct=bool(d["correct"]), bug=d.get("bug"),
                              note=d.get("note", ""), allclose_shapes=d.get("allclose_shapes") or {},
                              allclose_kwargs=d.get("allclose_kwargs") or {}, trigger=str(d.get("trigger", "")),
-                             expect=str(d.get("expect", "")), fit=bool(d.get("fit", True))))
+                             expect=str(d.get("expect", "")), fit=bool(d.get("fit", True)),
+                             strategy=str(d.get("strategy", ""))))
         except KeyError as e:
             raise InvalidArgument(f"{path}: entry {i}: missing key {e}") from None
     return out

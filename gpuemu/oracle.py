@@ -20,7 +20,7 @@ from .errors import KernelFinding
 from .cases import DTYPES, Case, call_kwargs, materialize, torch_dtype
 from .resources import LaunchRefused
 from .runners import Launch, run_launcher
-from .compare import (ERROR, FAIL, LIMIT, PASS, PRECONDITION, REJECTED, SCHEMA_VERSION, SKIP, Verdict,  # noqa: F401
+from .compare import (ERROR, FAIL, LIMIT, OVERFLOW, PASS, PRECONDITION, REJECTED, SCHEMA_VERSION, SKIP, Verdict,  # noqa: F401
                       bound_line, check_form, compare, compare_index, elementwise_error)
 from .compare import fmt as _fmt, unravel as _unravel  # noqa: F401 (one index helper for every report)
 from .tolerance import Tolerance, ToleranceTable, bounds
@@ -435,6 +435,10 @@ class Oracle:
         import torch
 
         spec = case.spec
+        if case.shape_kind == "production" and inputs is None and device == "cpu":  # sampled programs over sparse
+            from . import production                                                # memory (gpuemu.production)
+
+            return production.evaluate(self, launcher, case, tol=tol)
         t0 = time.perf_counter()
         if inputs is None:
             inputs, kwargs = materialize(case, device)
@@ -456,8 +460,9 @@ class Oracle:
         def done(v: Verdict) -> Evaluation:
             return Evaluation(_with(v, seconds=dict(secs, **v.seconds)), run1.launches)
 
-        if isinstance(run1.error, KernelFinding):
-            return done(Verdict(FAIL, run1.error.kind, run1.error.message))
+        if isinstance(run1.error, KernelFinding):  # (an index that wraps into an address is its own class)
+            status = OVERFLOW if run1.error.kind == "overflow" else FAIL
+            return done(Verdict(status, run1.error.kind, run1.error.message))
         if isinstance(run1.error, LaunchRefused):  # the same words whether predicted on the CPU or raised on CUDA
             return done(Verdict(LIMIT, "out_of_resources", run1.error.message, detail=run1.error.detail))
         if run1.error is not None:
@@ -597,5 +602,5 @@ def _reduction_length(spec: ops.OpSpec, inputs64: Mapping[str, Any]) -> int:
     return n + 2
 
 
-__all__ = ["Oracle", "Verdict", "Evaluation", "reference", "to_reference_inputs", "output_dtype", "PASS", "FAIL",
+__all__ = ["Oracle", "Verdict", "Evaluation", "reference", "to_reference_inputs", "output_dtype", "PASS", "FAIL", "OVERFLOW",
            "ERROR", "SKIP", "PRECONDITION", "REJECTED", "DTYPES"]

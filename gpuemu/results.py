@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from . import __version__
 from .cases import Case
-from .compare import ERROR, PRECONDITION, Verdict
+from .compare import ERROR, OVERFLOW, PRECONDITION, Verdict
 from .runners import Launch
 from .shrink import ShrinkStats
 from .store import seed_hex
@@ -30,7 +30,7 @@ class Failure:
 
     def line(self) -> str:
         """The failure line of DESIGN.md."""
-        word = {ERROR: "ERROR", PRECONDITION: "PRECONDITION"}.get(self.verdict.status, "FAIL")
+        word = {ERROR: "ERROR", PRECONDITION: "PRECONDITION", OVERFLOW: "OVERFLOW"}.get(self.verdict.status, "FAIL")
         hint = f" ({self.hint})" if self.hint else ""
         return (f"{word} seed={seed_hex(self.case.seed)} dtype={self.case.dtype} shape={self.case.shape_label()} "
                 f"{self.verdict.message}{hint}")

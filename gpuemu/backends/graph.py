@@ -154,7 +154,7 @@ class ShadowedGraph:
             return self.compiled(*call_args)
         if not sample:
             return self.compiled(*call_args)
-        dtype, capture_ = _graph_capture(rt, args, self.random)
+        dtype, capture_ = _graph_capture(rt, args, self.random, self.gm)
 
         return run_check(rt, source="torch.compile", name=self.label, kind="graph", op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: self.compiled(*call_args),
@@ -165,6 +165,10 @@ class ShadowedGraph:
 
         from .fp64 import Fp64Mode, to_fp64
 
+        if "__freivalds__" in pre:  # a call too large to copy: its matrix products, by Freivalds (hook/large.py)
+            from ..hook.large import freivalds_judge
+
+            return freivalds_judge(rt, chk, self.gm, pre["__freivalds__"], args, flat_outputs(out), self.label)
         inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
         with torch.no_grad():
             if getattr(self, "_gm64", None) is None:
@@ -272,7 +276,7 @@ class AotGraphShadow:
             return real(inputs)
         if self.cudagraphs:
             rt.stats.skip_reasons[CUDAGRAPH_NOTE] = rt.stats.skip_reasons.get(CUDAGRAPH_NOTE, 0) + 1
-        dtype, capture_ = _graph_capture(rt, args, self.random)
+        dtype, capture_ = _graph_capture(rt, args, self.random, self.gm)
 
         return run_check(rt, source="torch.compile", name=self.label, kind=self.kind, op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: real(inputs),
@@ -283,6 +287,10 @@ class AotGraphShadow:
 
         from .fp64 import Fp64Mode, to_fp64
 
+        if "__freivalds__" in pre:  # a call too large to copy: its matrix products, by Freivalds (hook/large.py)
+            from ..hook.large import freivalds_judge
+
+            return freivalds_judge(rt, chk, self.gm, pre["__freivalds__"], args, flat_outputs(out), self.label)
         inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
         with torch.no_grad(), _no_autocast():
             if self._gm64 is None:
@@ -369,10 +377,11 @@ def _fp64_copy(gm: Any) -> Any:
     return torch.fx.GraphModule(root, graph)
 
 
-def _graph_capture(rt: Any, args: Any, random: list) -> tuple[str, Any]:
+def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[str, Any]:
     """A graph call's dtype label (its first float argument's) and the capture step of its check: the
     tensor arguments copied, unless the graph draws random numbers (an eager re-run would differ) or the
-    copies would exceed ``max_capture_bytes`` (each is then a skip reason)."""
+    copies would exceed ``max_capture_bytes``: then its matrix-product outputs are checked by Freivalds'
+    algorithm where ``gm`` has some (gpuemu/hook/large.py), else it is a skip reason."""
     import torch
 
     from ..hook.capture import capture, storage_bytes
@@ -386,7 +395,12 @@ def _graph_capture(rt: Any, args: Any, random: list) -> tuple[str, Any]:
         if random:
             chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
         elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-            chk.skip("graph inputs exceed max_capture_bytes")
+            from ..hook.large import freivalds_plan
+
+            plan = freivalds_plan(gm) if gm is not None else []
+            if plan:
+                return {"__freivalds__": plan}
+            chk.skip("graph inputs exceed max_capture_bytes (and no output is a matrix product of tensors at hand)")
         else:
             return capture(tensors)
         return None

@@ -113,9 +113,9 @@ def _dtypes(v: Any, ctx: _Ctx) -> tuple[str, ...]:
 
 
 def _strategy(v: Any, ctx: _Ctx) -> str:
-    from ..cases import STRATEGIES
+    from ..cases import STRATEGIES, is_production_strategy
 
-    if v not in STRATEGIES:
+    if v not in STRATEGIES and not is_production_strategy(str(v)):  # (production[:PRESET]: gpuemu/sizes.py)
         raise _Bad(f"{v!r} is not a strategy; use one of {', '.join(STRATEGIES)}")
     return v
 

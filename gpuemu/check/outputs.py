@@ -29,6 +29,7 @@ _KIND_TEXT = {
     "mismatch": "the output differs from the fp64 reference beyond the calibrated tolerance",
     "nonfinite": "the output is inf/nan where the fp64 reference is finite",
     "oob": "the kernel read or wrote out of bounds",
+    "overflow": "integer index arithmetic wraps (int32 past 2**31) and reaches an address: wrong memory on a GPU",
     "exception": "the launcher raised on a valid input of the op",
     "shape": "the output has the wrong shape", "dtype": "the output has the wrong dtype",
     "nondeterministic": "two runs of the same input gave different bits",

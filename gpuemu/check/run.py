@@ -29,7 +29,7 @@ CASE_PASSING = PASSING | {"limit"}
 SCHEMA_VERSION = 1
 MAX_FAILURES_KEPT = 20  # per kernel in the reports; the store keeps up to fuzzer.MAX_STORED
 # the order in which a kernel's overall status is chosen when its cases disagree
-_SEVERITY = ("error", "fail", "precondition")
+_SEVERITY = ("error", "overflow", "fail", "precondition")
 
 
 def kernel_status(statuses: dict[str, int]) -> str:
@@ -39,7 +39,8 @@ def kernel_status(statuses: dict[str, int]) -> str:
         return "pass" if statuses else "error"
     for s in _SEVERITY:
         if s in bad:
-            return s if s != "error" or "fail" not in bad else "fail"
+            return s if s != "error" or not {"fail", "overflow"} & set(bad) else \
+                "overflow" if "overflow" in bad else "fail"
     return sorted(bad)[0]
 
 

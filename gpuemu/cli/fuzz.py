@@ -31,6 +31,12 @@ def register(sub) -> None:
     p.add_argument("--seed", type=_seed, default=None, help="run seed, decimal or 0x-hex (default: random)")
     p.add_argument("--dtype", default=None, help="comma-separated dtypes: fp32,fp16,bf16 (default: all the op supports)")
     p.add_argument("--strategy", default=None, help="case strategy (default: the mix of all)")
+    p.add_argument("--sizes", choices=("default", "production"), default=None,
+                   help="production: the shapes real models launch, past 2^31 elements where the op allows, run as "
+                        "sampled programs over sparse memory (docs/production-sizes.md); default: the fuzzed sizes")
+    p.add_argument("--preset", default=None,
+                   help="with --sizes production: one model's dims (rulepacks/production.yaml: llama3-8b, "
+                        "llama3-70b, deepseek-v3, ...); default: a preset drawn per case")
     p.add_argument("--json", metavar="PATH", default=None, help="write the result as JSON to PATH ('-' for stdout)")
     p.add_argument("--store", metavar="DIR", default=None, help="failure store (default: .gpuemu, or GPUEMU_STORE)")
     p.add_argument("--rulepack", metavar="PATH", action="append", default=[], help="extra rule pack (repeatable)")
@@ -65,6 +71,25 @@ def register(sub) -> None:
                         "launcher gets the same cases by DLPack, with contiguous inputs only")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when cases fail (for upload steps in CI)")
     p.set_defaults(run=run)
+
+
+def _strategy(args: argparse.Namespace) -> str | None:
+    """--strategy, or the production strategy of --sizes production (with its --preset)."""
+    from ..errors import InvalidArgument
+
+    if args.sizes != "production":
+        if args.preset:
+            raise InvalidArgument("--preset names a model's dims for --sizes production; add --sizes production")
+        return args.strategy
+    if args.strategy:
+        raise InvalidArgument(f"--sizes production draws its own shapes: drop --strategy {args.strategy}")
+    if args.preset:
+        from ..sizes import presets
+
+        if args.preset not in presets():
+            raise InvalidArgument(f"--preset {args.preset!r} is not known; use one of {', '.join(sorted(presets()))}")
+        return f"production:{args.preset}"
+    return "production"
 
 
 def _seed(text: str) -> int:
@@ -224,7 +249,7 @@ def run(args) -> int:
         with predicting(gpu_targets):
             result = fuzz(fn, op=spec.name if bound is None else None, reference=bound,
                           iterations=iterations, seed=args.seed, dtypes=args.dtype,
-                          strategy=args.strategy, store=args.store, rulepack=args.rulepack, device=device,
+                          strategy=_strategy(args), store=args.store, rulepack=args.rulepack, device=device,
                           shrink_failures=not args.no_shrink, target=args.target, requires=requires,
                           preconditions=args.preconditions, case_timeout=args.case_timeout, on_case=progress,
                           compile_workers=args.compile_workers, framework=framework, limits=args.limits,

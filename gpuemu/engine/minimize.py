@@ -15,6 +15,9 @@ from .run import Hang, Runner
 def minimize(run: Runner, case: Case, ev: Evaluation, verdict: Verdict, blocks: Blocks, budget: int,
              stats: ShrinkStats | None = None) -> Failure:
     """The failure of ``case``, shrunk and with its hint (a PRECONDITION keeps its layout)."""
+    if case.shape_kind == "production":  # each candidate costs seconds, and the size is what is under test
+        return Failure(case=case, verdict=verdict, launches=tuple(ev.launches),
+                       hint="at production size (sampled programs over sparse memory); not shrunk")
     run.hang_aborts = True
     try:
         return _minimize(run, case, ev, verdict, blocks, budget, stats)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import ops
-from ..cases import STRATEGIES, canonical_dtype
+from ..cases import STRATEGIES, canonical_dtype, is_production_strategy
 from ..errors import InvalidArgument
 from ..preconditions import Requires, declared, from_project, resolve_policy
 from ..rng import MASK64
@@ -86,7 +86,7 @@ def make_plan(fn: Callable, *, op: str | None, reference: Any, inputs: Any, sche
     if iterations < 1:
         raise InvalidArgument(f"iterations={iterations} must be >= 1")
     strategy = strategy or fz.get("strategy", "default")
-    if strategy not in STRATEGIES:
+    if strategy not in STRATEGIES and not is_production_strategy(strategy):  # (gpuemu/sizes.py)
         raise InvalidArgument(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
     policy = resolve_policy(preconditions, settings=settings)  # fail, warn or ignore: see gpuemu.preconditions
     limit_policy = limits or fz.get("limits", "allow")

@@ -44,6 +44,9 @@ def store_failure(st: Store | None, result: FuzzResult, failure: Failure, device
     the result and ends storing, never the run (the verdicts still stand)."""
     if st is None or result.stored >= MAX_STORED or result.store_error is not None:
         return failure
+    if failure.case.shape_kind == "production":  # tens of GiB of inputs: the seed regenerates them page by page
+        return dataclasses.replace(failure, not_stored="a production-size case is not snapshotted (its inputs are "
+                                                       "regenerated from its seed: run again with the same --seed)")
     try:
         inputs, _ = materialize(failure.case, "cpu")
         path = st.save(record(result, failure, device, tol, extra), inputs)
@@ -74,8 +77,8 @@ def replay_lines(result: FuzzResult, st: Store | None, settings: Any) -> None:
     out = []
     for f in result.failures:
         if f.record is None:
-            why = f"the store failed: {result.store_error}" if result.store_error else \
-                f"only the first {MAX_STORED} failing cases of a run are stored"
+            why = f.not_stored or (f"the store failed: {result.store_error}" if result.store_error else
+                                   f"only the first {MAX_STORED} failing cases of a run are stored")
             unstored[f.case.seed] = why
             out.append(dataclasses.replace(f, not_stored=why))
         else:

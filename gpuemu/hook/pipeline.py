@@ -19,10 +19,15 @@ from __future__ import annotations
 from typing import Any, Callable
 
 # what stats() counts checks by (the sources), from the record's source and check kind
-LABELS = ("graph forward", "graph backward", "inductor kernel", "triton kernel", "@shadow")
+LABELS = ("graph forward", "graph backward", "inductor kernel", "triton kernel", "@shadow",
+          "graph (Freivalds)", "inductor kernel (sampled rows)")  # (the last two: calls too large to copy)
 
 
 def label(source: str, kind: str) -> str:
+    if kind == "graph.freivalds":
+        return "graph (Freivalds)"
+    if kind == "rerun (sampled rows)":
+        return "inductor kernel (sampled rows)"
     if source == "torch.compile":
         return "graph backward" if kind == "graph.backward" else "graph forward"
     return {"inductor": "inductor kernel", "triton": "triton kernel", "shadow": "@shadow"}.get(source, source)

@@ -294,6 +294,85 @@ def ttir_dots(ttir: str) -> list[DotInfo]:
     return out
 
 
+_SSA_DEF = re.compile(r"^\s*(%[\w.$-]+)(?::\d+)?\s*=\s*(?:\"([\w.]+)\"|([\w.]+))(.*)$")
+_SSA_USE = re.compile(r"%[\w.$-]+")
+_LOC_REF = re.compile(r"loc\((#loc\d*)\)\s*$")
+_LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\s*$")
+_I32 = re.compile(r":\s*(?:i32|tensor<[\dx]*xi32>)\s*(?:loc|$)")
+_WIDEN = ("arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
+
+
+def _loc_line(ref: str, locs: dict[str, str], depth: int = 0) -> str | None:
+    """``file:line`` of a TTIR location reference (following named and call-site locations)."""
+    body = locs.get(ref)
+    if body is None or depth > 8:
+        return None
+    m = re.match(r'"([^"]+)":(\d+):\d+', body)
+    if m:
+        return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}"
+    for inner in re.findall(r"#loc\d*", body)[::-1]:  # (a named or call-site location: the innermost one)
+        got = _loc_line(inner, locs, depth + 1)
+        if got:
+            return got
+    return None
+
+
+def ttir_int32_index_products(ttir: str) -> list[str]:
+    """Every i32 ``arith.muli`` of a value derived from ``tt.get_program_id`` and one derived from an i32 kernel
+    argument (a runtime stride or size) whose result reaches a ``tt.addptr``: an index product that wraps past
+    2^31 elements (``row * stride``). Each as ``file:line: %a * %b``; a value widened to i64 first is not one."""
+    locs = {}
+    for line in ttir.splitlines():
+        m = _LOC_DEF.match(line)
+        if m:
+            locs[m.group(1)] = m.group(2)
+    args: set[str] = set()
+    for m in _TT_FUNC.finditer(ttir):
+        args |= set(re.findall(r"(%[\w.$-]+): i32\b", m.group(2)))
+    pid: set[str] = set()
+    arg: set[str] = set(args)
+    uses: dict[str, list[str]] = {}
+    products = []
+    for line in ttir.splitlines():
+        m = _SSA_DEF.match(line)
+        if not m:
+            continue
+        res, op, rest = m.group(1), m.group(2) or m.group(3), m.group(4)
+        operands = [u for u in _SSA_USE.findall(rest.split(" loc(")[0])]
+        for u in operands:
+            uses.setdefault(u, []).append(res)
+        if op == "tt.get_program_id":
+            pid.add(res)
+            continue
+        if op in _WIDEN:
+            continue
+        if any(u in pid for u in operands):
+            pid.add(res)
+        if any(u in arg for u in operands):
+            arg.add(res)
+        if op == "arith.muli" and len(operands) == 2 and _I32.search(rest):
+            a, b = operands
+            if (a in pid and b in arg and b not in pid) or (b in pid and a in arg and a not in pid):
+                ref = _LOC_REF.search(line)
+                products.append((res, f"{_loc_line(ref.group(1), locs) if ref else '?'}: {a} * {b}"))
+        if op == "tt.addptr":
+            uses.setdefault("__addptr__", []).extend(operands[1:2])
+    offsets = set(uses.get("__addptr__", []))
+    out = []
+    for res, text in products:  # (reaches an address: forward through every use)
+        seen, todo = set(), [res]
+        while todo:
+            v = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in offsets:
+                out.append(text)
+                break
+            todo += uses.get(v, [])
+    return list(dict.fromkeys(out))
+
+
 _TT_TO_TRITON = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64", "i1": "i1", "i8": "i8",
                  "i16": "i16", "i32": "i32", "i64": "i64", "f8E4M3FN": "fp8e4nv", "f8E5M2": "fp8e5"}
 

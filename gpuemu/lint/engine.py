@@ -101,6 +101,8 @@ def _manifest_targets(manifest: str | os.PathLike | None) -> list[tuple[str, str
         except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
             raise InvalidArgument(f"{path}: cannot read the corpus manifest ({type(e).__name__}: {e}); every entry "
                                   f"needs 'target' and 'op'") from None
+        if entries and not (root / entries[0].target.rpartition(":")[0]).is_file():  # a manifest deeper down
+            root = next((a for a in path.parents if (a / entries[0].target.rpartition(":")[0]).is_file()), root)
         _MANIFESTS[key] = [(corpus.resolve_target(e, root), e.op) for e in entries]
     return _MANIFESTS[key]
 

@@ -18,7 +18,7 @@ from . import artifacts as A
 from .occupancy import Occupancy, estimate
 from .targets import Target
 
-METRICS_VERSION = 1  # bump when a parser changes what it counts: cached metrics are then recomputed
+METRICS_VERSION = 2  # bump when a parser changes what it counts: cached metrics are then recomputed
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class KernelMetrics:
     dots: tuple[A.DotInfo, ...] = ()
     arg_types: tuple[str, ...] = ()
     tools: dict = field(default_factory=dict)
+    int32_index_products: tuple[str, ...] = ()  # TTIR: i32 program id x runtime argument products reaching addptr
 
     @property
     def spill_bytes(self) -> int:
@@ -75,7 +76,8 @@ class KernelMetrics:
                 "triton_n_spills": self.triton_n_spills, "occupancy": self.occupancy.to_dict(),
                 "ptx": self.ptx.to_dict(), "sass": self.sass.to_dict() if self.sass is not None else None,
                 "dots": [d.to_dict() for d in self.dots], "arg_types": list(self.arg_types),
-                "tools": dict(self.tools), "metrics_version": METRICS_VERSION}
+                "tools": dict(self.tools), "int32_index_products": list(self.int32_index_products),
+                "metrics_version": METRICS_VERSION}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KernelMetrics":
@@ -89,7 +91,8 @@ class KernelMetrics:
                    ptx=A.InstructionMix.from_dict(d["ptx"]),
                    sass=A.InstructionMix.from_dict(d["sass"]) if d.get("sass") else None,
                    dots=tuple(A.DotInfo(**x) for x in d.get("dots", [])), arg_types=tuple(d.get("arg_types", [])),
-                   tools=dict(d.get("tools", {})))
+                   tools=dict(d.get("tools", {})),
+                   int32_index_products=tuple(d.get("int32_index_products", ())))
 
 
 def measure(*, name: str, target: Target, cubin_resources: str, ptx: str, ttir: str = "",
@@ -129,4 +132,4 @@ def measure(*, name: str, target: Target, cubin_resources: str, ptx: str, ttir: 
                          num_warps=num_warps, num_stages=num_stages, spill_store_bytes=spill_store,
                          spill_load_bytes=spill_load, spill_source=source, occupancy=occ,
                          ptx=A.ptx_mix(ptx, name), sass=sass_mix, dots=tuple(A.ttir_dots(ttir)), arg_types=types,
-                         tools=dict(tools or {}))
+                         tools=dict(tools or {}), int32_index_products=tuple(A.ttir_int32_index_products(ttir)))

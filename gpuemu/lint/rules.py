@@ -57,6 +57,12 @@ RULES: dict[str, RuleInfo] = {r.id: r for r in (
              "tl.dot compiled without tensor-core instructions on a target that has them",
              "the dot runs on CUDA cores (FMA) at a fraction of tensor-core throughput: check operand dtypes, "
              "input_precision and that every dot dimension is >= 16"),
+    RuleInfo("int32-index-product", "Int32IndexProduct", "note",
+             "An address offset multiplies a program id by a runtime stride in int32",
+             "tl.program_id and strides that fit are int32, and so is their product: past 2^31 elements it wraps "
+             "and the program reads or writes another part of memory; widen first (pid.to(tl.int64) * stride). "
+             "A note: the product may stay small for the sizes the kernel serves (gpuemu fuzz --sizes production "
+             "runs it at model sizes)"),
     RuleInfo("register-regression", "RegisterRegression", "warning", "Registers per thread grew vs the baseline",
              "more registers per thread lower occupancy and move the kernel toward spilling",
              {"max_increase": 4, "max_increase_pct": 10}, needs_baseline=True),
@@ -189,6 +195,9 @@ def evaluate(*, kernel_id: str, name: str, target: Target, metrics: KernelMetric
         kinds = ", ".join(sorted({f"{d.operand}" + (f" ({d.precision})" if d.precision else "") for d in wanting}))
         add("dot-without-tensor-cores", 0, f">= 1 ({'/'.join(target.tensor_cores)})", "tensor-core instructions",
             why=f"{len(wanting)} tl.dot on {kinds}; " + RULES["dot-without-tensor-cores"].why)
+    if on("int32-index-product") and m.int32_index_products:
+        add("int32-index-product", len(m.int32_index_products), 0, "int32 products",
+            why=f"{'; '.join(m.int32_index_products[:3])}: " + RULES["int32-index-product"].why)
     if base:
         _regressions(m, base, add, on, p)
     return out

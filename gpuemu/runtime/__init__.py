@@ -25,10 +25,11 @@ from typing import Any
 
 from . import autotune
 from .executor import KernelError, LaunchResult, Settings
+from .partial import partial
 from .report import LaunchReport, observe, record
 
 __all__ = ["activate", "deactivate", "active", "settings", "configure", "launch", "observe", "LaunchReport",
-           "Settings", "KernelError", "compile_for", "CompiledLaunch"]
+           "Settings", "KernelError", "compile_for", "CompiledLaunch", "partial"]
 
 _lock = threading.Lock()
 _active = False
@@ -137,7 +138,7 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> LaunchReport:
     dots = res.dot_precisions
     rep = LaunchReport(kernel=res.kernel, grid=res.grid, constexprs=dict(res.constexprs), programs=res.programs,
                        seconds=res.seconds, dot_precision="+".join(dots) if dots else None, autotune=summary,
-                       grid_mode=res.grid_mode, fallback=res.fallback)
+                       grid_mode=res.grid_mode, fallback=res.fallback, programs_run=res.programs_run)
     record(rep)
     aot.on_launch(kernel, args, kwargs, rep)
     return rep

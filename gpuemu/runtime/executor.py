@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import KernelFinding, one_line
 from ..runners.launches import _all_plain, bind_plain
-from . import _compat, batched, fast, libdevice, numerics, trace
+from . import _compat, batched, fast, libdevice, numerics, overflow, partial, trace
 from .memory import Arena, MemoryError_
 from .rewrite import rewrite
 
@@ -85,6 +85,16 @@ class LaunchState:
     scope: Any = None  # the launch's _Scope (helpers found mid-launch patch their modules into it)
     patched_modules: set = field(default_factory=set)
     check_overflow: bool = False  # Triton's integer overflow check (a kernel in debug mode); else ints wrap
+    # integer wraps that reach an address (runtime/overflow.py): the innermost scope in place (launch, batched
+    # pass, recording), the kernel's and helpers' sources by code, the wrap the next builder call produces, and
+    # whether the builder carries wrap notes now
+    scope_now: Any = None
+    sources: dict = field(default_factory=dict)
+    wrap_pending: Any = None
+    replaying: bool = False
+    taint_on: bool = False
+    taint_mark: Any = None
+    chosen: list | None = None  # a partial launch's programs (runtime/partial.py); None: every program
     _spin_fp: Any = None
     _spin_n: int = 0
 
@@ -97,6 +107,9 @@ class LaunchState:
         self.libdevice_patched, self.scope = False, None
         self.patched_modules = set()
         self.check_overflow = False
+        self.scope_now, self.sources, self.wrap_pending, self.replaying = None, {}, None, False
+        self.taint_on, self.taint_mark = False, None
+        self.chosen = None
         self._spin_fp, self._spin_n = None, 0
 
     @property
@@ -154,7 +167,8 @@ class _AssertFailed(_Located):
 
 # what the ordinary path raises for a kernel's own mistakes: a replay that raises one of these keeps its
 # trace (the launch re-runs the ordinary way to locate it)
-_FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice)
+_FINDINGS = (MemoryError_, _Timeout, _Spin, _AssertFailed, KernelFinding, libdevice.UnsupportedLibdevice,
+             overflow.Overflow)
 
 
 def _interpreter_error() -> type:
@@ -181,6 +195,7 @@ class LaunchResult:
     dot_precisions: tuple[str, ...]
     grid_mode: str = "sequential"  # "batched (N passes)" or "sequential" with the reason batching was not used
     fallback: str | None = None  # why Triton's interpreter ran the launch instead (see _on_interpreter)
+    programs_run: int | None = None  # a partial launch (runtime/partial.py): the programs it ran
 
 
 # ---------------------------------------------------------------------- patching
@@ -592,23 +607,26 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
         else:  # a launch inside a launch: its own state and patches
             state = LaunchState(kernel=name, settings=settings, arena=arena, deadline=deadline)
         state.check_overflow = debug_mode(kernel, kwargs)
+        state.chosen = partial.programs(grid3)
         state.codes = dict.fromkeys(rw.codes, name)
         state.kernel_codes = rw.codes
+        state.sources = dict.fromkeys(rw.codes, rw.source)
         state.rewritten = rw
         scope = _Scope()
-        state.scope = scope
+        state.scope = state.scope_now = scope
         lang_scope = None
         watchdog = _Watchdog(settings.timeout_s + 2.0)
         arena.keep_writes()  # (copy on first write) a launch the runtime cannot finish starts again from here
         gap: KernelError | None = None
         try:
-            lean_found = _lean(state, rw, kargs, settings, grid3, bound)
+            lean_found = _lean(state, rw, kargs, settings, grid3, bound) if state.chosen is None else None
             lean = lean_found is not None
             lang_scope = _patch(scope, state, fn, lean=lean)
             builder = _compat.builder()
             builder.set_grid_dim(*grid3)
             watchdog.start()
             passes = _Passes(rw, kargs, settings, state, builder)
+            passes.plain = passes.plain or state.chosen is not None  # (a partial launch records nothing)
             passes.lean = lean
             if lean:
                 passes.found[lean_found[0]] = lean_found[1:]
@@ -626,12 +644,13 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                     grid_mode = _run_programs(passes, kargs, grid3, state, builder, arena)
             passes.commit(grid_mode)
             dots = tuple(state.dot_precisions)  # read under the lock: the state is reused by the next launch
+            ran = len(state.chosen) if state.chosen is not None else None
         except BaseException as e:  # noqa: BLE001 - every escape becomes a finding or a located error
             watchdog.stop()
             found = _translate(e, state)
             if not isinstance(found, KernelError):
                 raise found from (None if isinstance(e, (MemoryError_, _Timeout, _Spin, _AssertFailed,
-                                                         _WatchdogTimeout)) else e)
+                                                         _WatchdogTimeout, overflow.Overflow)) else e)
             gap = found  # Python raised inside the launch: the kernel's error, or a construct the runtime lacks
         finally:
             watchdog.stop()
@@ -648,12 +667,12 @@ def execute(kernel: Any, args: tuple, kwargs: dict, grid: Any, settings: Setting
                 fallback = _on_interpreter(kernel, fn, args, kwargs, grid, settings, gap)
             finally:
                 _depth -= 1
-            grid_mode, dots = "interpreter", ()
+            grid_mode, dots, ran = "interpreter", (), None
         else:
             fallback = None
     programs = grid3[0] * grid3[1] * grid3[2]
     return LaunchResult(name, grid3, constexprs, programs, time.perf_counter() - t0, dots,
-                        grid_mode, fallback)
+                        grid_mode, fallback, ran)
 
 
 _interpreted: dict[int, tuple[Any, Any]] = {}  # id(fn) -> (fn, Triton's InterpretedFunction of it)
@@ -721,6 +740,14 @@ MIN_BATCH = 2
 def _run_programs(passes: "_Passes", kargs: dict, grid3: tuple[int, int, int], state: LaunchState, builder: Any,
                   arena: Arena) -> str:
     """Every program of the launch: batched where it can, else one at a time; returns the grid mode."""
+    if state.chosen is not None:  # a partial launch: its chosen programs, one at a time
+        body = passes.body("sequential")
+        for x, y, z in state.chosen:
+            state.program = (x, y, z)
+            state.tick()
+            builder.set_grid_idx(x, y, z)
+            body(**kargs)
+        return f"partial ({len(state.chosen)} of {grid3[0] * grid3[1] * grid3[2]} programs)"
     grid_mode = _run_batched(passes, kargs, grid3, state, builder, arena) \
         if state.settings.grid == "batched" else "sequential"
     if not grid_mode.startswith("batched"):
@@ -761,6 +788,8 @@ class _Passes:
         chosen: list = []  # [trace] once the first pass picked one, [None] when it did not
 
         def replay(t) -> None:
+            state = passes.state
+            state.replaying = True  # (an integer wrap falls back: overflow.ReplayWrap, not a finding)
             try:
                 t.run(inputs, builder)
             except (trace.Diverged, _WatchdogTimeout):
@@ -770,6 +799,8 @@ class _Passes:
             except BaseException as e:  # noqa: BLE001 - not what the ordinary path raises: stop using it
                 trace.failed(key, t)
                 raise trace.ReplayFailed() from e
+            finally:
+                state.replaying = False
 
         def run(**kargs) -> None:
             if chosen:
@@ -803,10 +834,13 @@ class _Passes:
             rec = trace.Recorder(inputs)
             scope = _Scope()
             rec.install(scope, builder, _compat.semantic())
+            state, outer = passes.state, passes.state.scope_now
+            state.scope_now = scope
             try:
                 rw.fn(**kargs)
             finally:
                 scope.restore()
+                state.scope_now = outer
             t = rec.finish()
             if t is not None:
                 passes.pending[mode] = (key, t)
@@ -852,6 +886,7 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         passes.snapshot()
     epoch, dots = passes.snap_at
     scope = _Scope()
+    outer, state.scope_now = state.scope_now, scope
     try:
         builder.set_grid_idx(0, 0, 0)
         reuse = _core.get("patches") if state is _STATE else None  # the batch patches are built once per these
@@ -866,6 +901,8 @@ def _run_batched(passes: _Passes, kargs: dict, grid3: tuple[int, int, int], stat
         return f"sequential: {why}"
     finally:
         scope.restore()
+        state.scope_now = outer
+        state.wrap_pending = None
 
 
 def _translate(e: BaseException, state: LaunchState) -> BaseException:
@@ -875,6 +912,11 @@ def _translate(e: BaseException, state: LaunchState) -> BaseException:
     where = f"in kernel {state.kernel} at {site}, program {prog}"
     if isinstance(e, KernelFinding):
         return e
+    if isinstance(e, overflow.Overflow):
+        w = e.wrap
+        return KernelFinding("overflow", e.message(state.kernel, state.program), kernel=state.kernel, site=w.site,
+                             program=state.program, expression=w.expr, operands=dict(w.operands), dtype=w.dtype,
+                             line=w.line, address_site=e.site, exact=w.exact, wrapped=w.wrapped)
     if isinstance(e, MemoryError_):
         v = e.violation
         return KernelFinding("oob", f"{v.message()} {where}", kernel=state.kernel, site=site, program=state.program,
@@ -1056,15 +1098,17 @@ def _patch_core(scope: _Scope, state: LaunchState) -> None:
 def _overflow_check(state: LaunchState, sem: Any) -> Callable:
     """Triton's integer overflow check of ``+ - *`` where the launch asks for it (``state.check_overflow``: the
     kernel runs in debug mode, as compiled Triton inserts the check only then); else integers wrap, as on a
-    GPU. (device_assert itself is always enforced: the runtime's options say debug.)"""
+    GPU, and a wrap of a signed type is noted, so that one reaching an address is an ``overflow`` finding
+    (:mod:`gpuemu.runtime.overflow`). (device_assert itself is always enforced: the runtime's options say debug.)"""
     impl = sem.binary_op_sanitize_overflow_impl
     if fast.ENABLED:
         impl = fast.sanitize_overflow(sem, impl)
+    wraps = overflow.detector(state)
 
-    def check(lhs, rhs, binary_op):
+    def check(lhs, rhs, binary_op, benign=False):  # (benign: a replay's check whose result reaches no address)
         if state.check_overflow:
             return impl(lhs, rhs, binary_op)
-        return None
+        return wraps(lhs, rhs, binary_op, benign)
 
     return check
 
@@ -1101,6 +1145,7 @@ def _helper_call(state: LaunchState):
         rw = rewrite(self, fn)
         for c in rw.codes:
             state.codes.setdefault(c, fn.__name__)
+            state.sources.setdefault(c, rw.source)
         g = fn.__globals__
         if not state.libdevice_patched and _uses_libdevice(rw, g):
             _patch_libdevice(state.scope, None)

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import sparse as _sparse
+
 WINDOW_SHIFT = 44
 _CENTER = 1 << (WINDOW_SHIFT - 1)
 
@@ -38,6 +40,7 @@ class Region:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     writeback: Callable[[], None] | None = None
+    sparse: Any = None  # the runtime.sparse.SparseBuffer holding it (pages filled on first touch), if any
 
     @property
     def base(self) -> int:
@@ -106,6 +109,7 @@ class Arena:
     # while not None: each region's valid bytes as they were before the first write to it since
     # keep_writes() (region index -> (region, bytes), in the order kept), for put_back()
     saved: dict | None = None
+    sparse: bool = False  # an argument lives in a sparse buffer: accesses fill its pages first (_touch)
 
     # ------------------------------------------------------------------ undoing writes
     def keep_writes(self) -> None:
@@ -116,7 +120,10 @@ class Arena:
             self.saved = {}
 
     def keep(self, r: Region) -> None:
-        if r.hi > r.lo:
+        if r.sparse is not None:  # page by page, at each page's first write (a sparse region is never copied whole)
+            r.sparse.keep()
+            self.saved[r.index] = (r, None)
+        elif r.hi > r.lo:
             self.saved[r.index] = (r, ctypes.string_at(r.host_ptr + r.lo, r.hi - r.lo))
 
     def keep_all(self) -> None:
@@ -130,13 +137,38 @@ class Arena:
         """Every region kept gets its bytes back, the last kept first (where two arguments share bytes, the
         first kept holds them as they were)."""
         for r, data in reversed(list((self.saved or {}).values())):
-            ctypes.memmove(r.host_ptr + r.lo, data, len(data))
+            if data is None:
+                r.sparse.put_back()
+                r.sparse.keep()  # (still keeping: the launch goes on from here)
+            else:
+                ctypes.memmove(r.host_ptr + r.lo, data, len(data))
 
     def add(self, obj: Any, name: str) -> int:
         """Register a tensor-like argument; returns the virtual address the kernel sees as its data pointer."""
         region = _region_of(obj, name, len(self.regions) + 1)
+        if _sparse.active():
+            region.sparse = _sparse.lookup(region.host_ptr)
+            self.sparse = self.sparse or region.sparse is not None
         self.regions.append(region)
         return region.virtual_ptr
+
+    def _touch(self, r: Region, offsets: np.ndarray, size: int, write: bool) -> None:
+        """Before an access of ``size`` bytes at ``offsets`` (bytes from the region's host byte 0) of a sparse
+        region: fill the pages it reaches; for a write, first keep what it overwrites (keep_writes)."""
+        if write and self.saved is not None and r.index not in self.saved:
+            self.keep(r)
+        buf = r.sparse
+        buf.touch(offsets + (r.host_ptr - buf.addr), size, write)
+
+    def _touch_real(self, real: np.ndarray, active: np.ndarray | None, size: int, write: bool) -> None:
+        """:meth:`_touch` for host addresses (the lane-by-lane path)."""
+        sel = real if active is None else real[np.broadcast_to(active, real.shape)]
+        sel = sel.astype(np.int64).reshape(-1)
+        for r in self.regions:
+            if r.sparse is not None:
+                mine = sel[(sel >= r.host_ptr + r.lo) & (sel < r.host_ptr + r.hi)]
+                if mine.size:
+                    self._touch(r, mine - r.host_ptr, size, write)
 
     def writeback(self) -> None:
         for r in self.regions:
@@ -154,6 +186,8 @@ class Arena:
                 mask = np.broadcast_to(mask, addr.shape)
         hit = self._translate_fast(addr, mask, size)
         if hit is not None:
+            if self.sparse:
+                self._touch_real(hit, mask, size, kind != "read")
             return hit
         if mask is None:
             active = np.ones(addr.shape, dtype=bool)
@@ -165,12 +199,15 @@ class Arena:
         act_rid = rid[active]
         first = int(act_rid.flat[0])
         if (act_rid == first).all():
-            return self._translate_one(addr, active, first, size, kind)
-        out = np.zeros(addr.shape, dtype=np.uint64)
-        for r in np.unique(act_rid):
-            sub = active & (rid == r)
-            part = self._translate_one(addr, sub, int(r), size, kind)
-            out = np.where(sub, part, out)
+            out = self._translate_one(addr, active, first, size, kind)
+        else:
+            out = np.zeros(addr.shape, dtype=np.uint64)
+            for r in np.unique(act_rid):
+                sub = active & (rid == r)
+                part = self._translate_one(addr, sub, int(r), size, kind)
+                out = np.where(sub, part, out)
+        if self.sparse:
+            self._touch_real(out, active, size, kind != "read")
         return out
 
     def _one_region(self, sel: np.ndarray, size: int) -> tuple[Region, np.ndarray] | None:
@@ -283,7 +320,9 @@ class Arena:
         hit = self._lanes(addr, mask, npd)
         if hit is None:
             return None
-        arr, idx, every, known, _ = hit
+        arr, idx, every, known, r = hit
+        if self.sparse and r.sparse is not None:
+            self._touch(r, idx.astype(np.int64) * npd.itemsize + r.lo, npd.itemsize, False)
         span = known.span if known is not None else None
         # (arr[idx] rather than arr.take(idx): the same copy; timed inside launches, where nothing else calls
         # take, the first take of a launch ran cold at 7-13 us, indexing at 2-4 us)
@@ -309,6 +348,8 @@ class Arena:
         arr, idx, every, known, r = hit
         if self.saved is not None and r.index not in self.saved:
             self.keep(r)
+        if self.sparse and r.sparse is not None:
+            self._touch(r, idx.astype(np.int64) * value.dtype.itemsize + r.lo, value.dtype.itemsize, True)
         if known is not None and known.span is not None:  # (increasing: distinct)
             lo, hi = known.span
             arr[lo:hi] = value.reshape(-1) if every else value.reshape(-1)[:hi - lo] if known.prefix else value[mask]

@@ -27,12 +27,13 @@ class LaunchReport:
     grid_mode: str = "sequential"  # "batched (N passes)", or "sequential" and why (gpuemu.runtime.batched)
     # why the runtime handed this launch to Triton's own interpreter (a construct it cannot run yet), else None
     fallback: str | None = None
+    programs_run: int | None = None  # a partial launch (gpuemu.runtime.partial): how many programs it ran
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "grid": list(self.grid), "constexprs": _plain(self.constexprs),
                 "programs": self.programs, "seconds": self.seconds, "dot_precision": self.dot_precision,
                 "autotune": self.autotune, "grid_mode": self.grid_mode,
-                "fallback": self.fallback}
+                "fallback": self.fallback, "programs_run": self.programs_run}
 
     def launch_options(self) -> dict[str, Any]:
         """The fields a ``Launch.options`` dict carries (plain values only)."""
@@ -44,6 +45,8 @@ class LaunchReport:
             out["autotune_configs_run"] = self.autotune["configs_run"]
         if self.fallback is not None:
             out["runtime_fallback"] = self.fallback
+        if self.programs_run is not None:
+            out["programs_run"] = self.programs_run
         return out
 
 

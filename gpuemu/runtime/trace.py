@@ -662,6 +662,7 @@ class Recorder:
                 stats["untraceable"] += 1
             return None
 
+        _mark_benign_checks(self.lines, self.targets)
         # the slots the live lines read, and of those the ones whose handle attributes (the batched grid's
         # "_rank") are read: by expand_dims and gather, maybe by what an opaque call runs; only those handles get
         # their recorded attributes back at replay
@@ -700,6 +701,54 @@ class Recorder:
             for code in live)
         t.source = source
         return t
+
+
+_ARITH = re.compile(r"\bb\.create_(?:add|sub|mul)\(v(\d+), v(\d+)\)")
+_CHECKED = re.compile(r"\bO\[(\d+)\]\(T\(v(\d+), [^)]*\), T\(v(\d+), ")
+
+
+def _mark_benign_checks(lines: list, targets: list) -> None:
+    """Mark the integer overflow checks whose operation's result never reaches an address (``benign=True`` in
+    the recorded call): a replay that sees such an op wrap goes on (a hash, an RNG step, a value stored as
+    data), one that sees any other wrap falls back to the ordinary path, which names it
+    (:mod:`gpuemu.runtime.overflow`). Reaching is what the ordinary path's notes follow: from the operands of
+    ``addptr`` / ``int_to_ptr`` back through every recorded call but the ones that drop a note."""
+    from .overflow import _DROP
+
+    sanitize = {i for i, (_, name) in enumerate(targets) if name == "binary_op_sanitize_overflow_impl"}
+    if not sanitize:
+        return
+    made: dict[int, int] = {}  # slot -> the line that defines it
+    for n, (code, slot, _) in enumerate(lines):
+        if slot is not None:
+            made[slot] = n
+    todo = [int(m) for code, _, folded in lines if not folded and ("b.create_addptr(" in code
+            or "b.create_int_to_ptr(" in code) for m in _SLOT.findall(code.split(" = ", 1)[-1])]
+    reach: set[int] = set()
+    while todo:
+        s = todo.pop()
+        if s in reach:
+            continue
+        reach.add(s)
+        n = made.get(s)
+        if n is None:
+            continue
+        code = lines[n][0]
+        call = re.search(r"\bb\.(create_\w+)\(", code)
+        if call is not None and call.group(1).startswith(_DROP):
+            continue
+        todo += [int(m) for m in _SLOT.findall(code.split(" = ", 1)[-1]) if int(m) != s]
+    for n, (code, slot, folded) in enumerate(lines):
+        m = _CHECKED.search(code)
+        if folded or m is None or int(m.group(1)) not in sanitize or not code.endswith(")"):
+            continue
+        a, b = m.group(2), m.group(3)
+        for k in range(n + 1, min(len(lines), n + 64)):
+            op = _ARITH.search(lines[k][0])
+            if op is not None and op.group(1) == a and op.group(2) == b:
+                if lines[k][1] not in reach:
+                    lines[n] = (code[:-1] + ", benign=True)", slot, folded)
+                break
 
 
 def _intern(consts: list, ids: dict[int, int], x: Any) -> str:
