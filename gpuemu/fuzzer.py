@@ -302,6 +302,8 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
     from .tolerance import Tolerance
 
     tol = Tolerance(float(rec["tolerance"]["rtol"]), float(rec["tolerance"]["atol"]), rec["tolerance"].get("source", "record"))
+    if _device_kind(rec.get("device")) not in (None, _device_kind(device)):
+        tol = None  # replayed on another kind of device: judged with that device's own calibrated bound
     ev = oracle.evaluate(fn, case, device=device, inputs=inputs, tol=tol)
     stored = Verdict.from_dict(rec["verdict"])
     verdict = ev.verdict
@@ -312,6 +314,13 @@ def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Ca
         verdict = layout_precondition(Runner(fn, oracle, device, True), case, verdict, attribute=True) or verdict
     failure = Failure(case=case, verdict=verdict, hint=rec.get("hint"), launches=tuple(ev.launches))
     return Replay(record=rec, case=case, verdict=verdict, stored=stored, failure=failure)
+
+
+def _device_kind(device: Any) -> str | None:
+    """'cuda' for 'cuda:0' or torch.device('cuda', 0); None when none is named."""
+    if device is None:
+        return None
+    return str(getattr(device, "type", device)).split(":", 1)[0] or None
 
 
 @dataclass(frozen=True)
@@ -329,3 +338,17 @@ class Replay:
         same_err = (a.max_abs_err == b.max_abs_err) or (a.max_abs_err is not None and b.max_abs_err is not None
                                                          and math.isnan(a.max_abs_err) and math.isnan(b.max_abs_err))
         return a.status == b.status and a.kind == b.kind and same_err and a.index == b.index
+
+    @property
+    def recorded_on(self) -> str | None:
+        return _device_kind(self.record.get("device"))
+
+    def agreement(self, device: Any) -> tuple[bool, str]:
+        """(whether the verdict here is the stored one's class, the agreement line): ``cpu: FAIL mismatch · cuda:
+        FAIL mismatch · the devices agree``. Classes, not bits: two devices' arithmetic differs by design."""
+        here, there = _device_kind(device) or "?", self.recorded_on or "the record's device"
+        a, b = self.verdict, self.stored
+        agree = a.status == b.status and (a.kind == b.kind or a.status == PASS)
+        words = "agree" if agree else "DISAGREE"
+        return agree, (f"{there}: {b.status.upper()} {b.kind} · {here}: {a.status.upper()} {a.kind} · the "
+                       f"{'devices' if there != here else 'runs'} {words}")

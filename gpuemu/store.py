@@ -32,7 +32,13 @@ from typing import Any, Mapping
 
 from .errors import SnapshotError, StoreError
 
-SCHEMA_VERSION = 1
+# The failure record's format. The rule: a record states the format it was written in (schema_version) and the
+# gpuemu that wrote it (gpuemu). This gpuemu reads every format from 1 to SCHEMA_VERSION (an older record is
+# migrated on read: each format only added fields and values to the one before); a record of a newer format is
+# refused with one line naming both versions and the upgrade. Any change that an older reader would reject (a new
+# field, a new verdict status or layout) bumps SCHEMA_VERSION. 2: kernels judged against a reference (bound), the
+# record's origin, view layouts, the LIMIT and OVERFLOW statuses.
+SCHEMA_VERSION = 2
 MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 
@@ -150,6 +156,16 @@ def validate_record(rec: Any, where: str | os.PathLike = "record") -> dict:
     def bad(field: str, why: str) -> SnapshotError:
         return SnapshotError(f"failure record {where}: {field}: {why}; it cannot be replayed (re-run gpuemu fuzz "
                              "to store it again)")
+
+    version = rec.get("schema_version") if isinstance(rec, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        from . import __version__
+
+        raise SnapshotError(f"failure record {where}: written by gpuemu {rec.get('gpuemu', '?')} in record format "
+                            f"{version}; this gpuemu ({__version__}) reads formats 1 to {SCHEMA_VERSION}, so it cannot be replayed here: upgrade "
+                            "gpuemu (pip install -U gpuemu) to replay it")
+    if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
+        rec = dict(rec, schema_version=SCHEMA_VERSION)  # migrated: the later formats only added to this one
 
     validator = jsonschema.Draft202012Validator(record_schema())
     errors = sorted(validator.iter_errors(rec), key=lambda e: (len(e.absolute_path), _field(e.absolute_path)))

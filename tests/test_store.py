@@ -117,8 +117,24 @@ def test_record_is_json_with_schema(store):
     st_ = Store(store)
     path = st_.save(*_record())
     rec = json.loads(path.read_text())
-    assert rec["schema_version"] == 1 and len(rec["snapshot"]["sha256"]) == 64
+    assert rec["schema_version"] == 2 and len(rec["snapshot"]["sha256"]) == 64
     assert ops.get(rec["case"]["op"])
+
+
+def test_an_older_record_is_read_and_a_newer_one_refused_in_one_line(store):
+    """The version rule (gpuemu.store.SCHEMA_VERSION): formats 1..SCHEMA_VERSION are read (an older one migrated),
+    a newer one is refused with one line naming both versions and the upgrade."""
+    from gpuemu.errors import SnapshotError
+    from gpuemu.store import validate_record
+
+    st_ = Store(store)
+    rec = json.loads(st_.save(*_record()).read_text())
+    assert validate_record(dict(rec, schema_version=1), "old.json")["schema_version"] == 2
+    with pytest.raises(SnapshotError) as e:
+        validate_record(dict(rec, schema_version=3, gpuemu="9.0"), "new.json")
+    msg = str(e.value)
+    assert "\n" not in msg and "gpuemu 9.0 in record format 3" in msg and "reads formats 1 to 2" in msg
+    assert "pip install -U gpuemu" in msg
 
 
 def test_snapshot_bytes_do_not_depend_on_the_process():

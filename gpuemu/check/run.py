@@ -79,6 +79,7 @@ class KernelResult:
     envelope: str | None = None  # the sizes it launches at, from the refusals (gpuemu.envelope)
     refused: int = 0  # cases the launcher refused on the host before any launch; status "refused" when fatal
     rejected_reason: str = ""
+    confirmed: dict | None = None  # gpuemu check --confirm-on: the first failure replayed on another device
 
     @property
     def level(self) -> str:
@@ -106,7 +107,7 @@ class KernelResult:
                 "kernels": self.kernels, "sha256": self.sha256, "seconds": self.seconds, "error": self.error,
                 "dtypes": self.dtypes, "strategy": self.strategy, "policy": self.policy, "level": self.level,
                 "limits": self.limits, "envelope": self.envelope, "refused": self.refused,
-                "rejected_reason": self.rejected_reason}
+                "rejected_reason": self.rejected_reason, "confirmed": self.confirmed}
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelResult":

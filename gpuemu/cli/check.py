@@ -47,6 +47,9 @@ def register(sub) -> None:
                    help="a launcher silently wrong only outside an undeclared precondition (PRECONDITION): fail the "
                         "gate (default), warn (shown, the gate passes) or ignore (counted as passing); overrides "
                         "the manifest's preconditions and gpuemu.yaml's oracle.preconditions")
+    p.add_argument("--confirm-on", metavar="DEVICE", default=None,
+                   help="re-run each failing launcher's first failure on DEVICE (cuda, or cpu after a GPU run) from "
+                        "its stored bytes, and say whether the devices agree")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when launchers fail (for upload steps)")
     p.set_defaults(run=run)
 
@@ -149,6 +152,30 @@ def _check_before_running(args) -> None:
         _load_private(args.attest)  # missing, unreadable, not PEM, not ed25519, no cryptography: one line now
 
 
+def _confirm(result, device: str) -> None:
+    """Replay each failing launcher's first stored failure on ``device``; the agreement goes on its result."""
+    from ..errors import one_line
+    from ..fuzzer import reproduce
+    from ..origin import replaying
+    from ..target import load
+
+    for k in result.kernels:
+        f = k.failures[0] if k.level != "pass" and k.failures else None
+        seed = (f or {}).get("case", {}).get("seed") if f else None
+        if seed is None or not result.store or not f.get("record"):  # (an unstored failure cannot be replayed)
+            continue
+        try:
+            with replaying():
+                fn = load(k.target)
+            rp = reproduce(f"0x{int(seed):x}", store=result.store, target=k.target, device=device, fn=fn)
+            agree, line = rp.agreement(device)
+            k.confirmed = {"device": device, "status": rp.verdict.status, "kind": rp.verdict.kind, "agree": agree,
+                           "line": line}
+        except Exception as e:  # noqa: BLE001 - a replay that cannot run is reported, the check's result stands
+            k.confirmed = {"device": device, "status": None, "kind": None, "agree": None,
+                           "line": f"not replayed on {device}: {one_line(e)}"}
+
+
 def run(args) -> int:
     import dataclasses
     import shlex
@@ -192,10 +219,14 @@ def run(args) -> int:
             width = max(100, os.get_terminal_size(sys.stderr.fileno()).columns)
         except OSError:
             pass
+    if args.confirm_on:
+        _confirm(result, prepare_device(args.confirm_on))
     err(summary_text(result, width=width))
     for k in result.kernels:
         if k.level != "pass" and k.failures:
             err(f"replay {k.function}: {k.failures[0]['replay']}")
+        if k.confirmed:
+            err(f"confirm {k.function}: {k.confirmed['line']}")
     if args.json:
         write_json(args.json, result.to_dict())
     if args.junit:

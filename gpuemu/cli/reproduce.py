@@ -105,8 +105,11 @@ def run(args) -> int:
             err(f"the verdict differs between devices: recorded on {recorded_on}, replayed on {now_on}; the kernel's "
                 f"result depends on the device (dot precision, approximate math, FMA contraction, or a race). "
                 f"Replay with --device {recorded_on} on such a machine to compare")
+    agree, line = rp.agreement(device)
+    err(f"agreement: {line}")
     if args.json:
-        write_json(args.json, {"record": rp.record, "verdict": rp.verdict.to_dict(), "same": rp.same})
+        write_json(args.json, {"record": rp.record, "verdict": rp.verdict.to_dict(), "same": rp.same,
+                               "recorded_on": recorded_on, "replayed_on": now_on, "agree": agree})
     return 0 if rp.verdict.status == "pass" else 1
 
 
