@@ -26,6 +26,7 @@ NUMERIC = frozenset({"mismatch", "nonfinite"})  # verdict kinds a hint can expla
 VALUE_HINTS: dict[str, str] = {
     "large_spread": "overflow suspected: fails only for large magnitudes (missing max-subtraction?)",
     "near_max": "overflow suspected: fails only near the dtype's max",
+    "past_fp16": "narrowing suspected: fails only for bf16 values past fp16's 65,504 (a cast to fp16 inside?)",
     "spike": "overflow or precision suspected: fails only with one-hot spikes",
     "cancellation": "cancellation suspected: fails only for large mean, small variance (naive variance?)",
     "ties": "tie-breaking suspected: fails only with tied values (first index on ties?)",

@@ -126,7 +126,7 @@ def softmax_short_log2e(x):
     x2 = x.reshape(-1, N)
     y = torch.empty((x2.shape[0], N), dtype=x.dtype, device=x.device)
     _softmax_short_log2e_kernel[(x2.shape[0],)](x2, y, N, x2.stride(0), x2.stride(1), y.stride(0),
-                                                BLOCK_N=triton.next_power_of_2(N))
+                                                BLOCK_N=triton.next_power_of_2(N), NARROW=x.dtype == torch.bfloat16)
     return y.reshape(x.shape)
 
 
@@ -171,3 +171,28 @@ def swiglu_bf16_gate(a, b):
     _swiglu_bf16_gate_kernel[(a2.shape[0],)](a2, b2, out, N, a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1),
                                              out.stride(0), BLOCK_N=min(1024, triton.next_power_of_2(N)))
     return out.reshape(a.shape)
+
+
+# ---------------------------------------------------------------- buggy: bf16 logits narrowed to fp16 inside
+@triton.jit
+def _softmax_fp16_narrow_kernel(x_ptr, y_ptr, N, stride_xm, stride_xn, stride_ym, BLOCK_N: tl.constexpr,
+                                NARROW: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_N)
+    mask = offs < N
+    x = tl.load(x_ptr + row * stride_xm + offs * stride_xn, mask=mask, other=float("-inf"))
+    if NARROW:  # BUG: the bf16 path goes through fp16 ("as wide as we need for logits"): a bf16 logit past
+        x = x.to(tl.float16)  # fp16's 65,504 becomes inf, the row's max inf and the row NaN
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=0)
+    e = tl.where(mask, tl.exp(x - m), 0.0)
+    tl.store(y_ptr + row * stride_ym + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax_fp16_narrow(x):
+    N = x.shape[-1]
+    x2 = x.reshape(-1, N)
+    y = torch.empty((x2.shape[0], N), dtype=x.dtype, device=x.device)
+    _softmax_fp16_narrow_kernel[(x2.shape[0],)](x2, y, N, x2.stride(0), x2.stride(1), y.stride(0),
+                                                BLOCK_N=triton.next_power_of_2(N), NARROW=x.dtype == torch.bfloat16)
+    return y.reshape(x.shape)
