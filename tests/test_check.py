@@ -497,3 +497,17 @@ def test_a_max_over_nans_leaves_no_stray_warning(monkeypatch):
             out = run_launcher(launch, [torch.full((4,), float("nan"))], {}, device="cpu", runtime=runtime)
         assert out.error is None and torch.isnan(out.output).all()
         assert [str(w.message) for w in seen if "NaN" in str(w.message)] == []
+
+
+def test_warming_runs_every_slice_of_every_launcher_and_judges_nothing(tmp_path, monkeypatch):
+    """gpuemu.check.warm on the CPU (on CUDA it runs before the check): each launcher's cases split into slices
+    over a process pool; a slice that cannot plan its launcher fails alone."""
+    from gpuemu.check.manifest import KernelEntry
+    from gpuemu.check.warm import warm
+
+    monkeypatch.chdir(ROOT)
+    good = KernelEntry(target=f"{ROOT}/examples/kernels/softmax.py:softmax", op="softmax")
+    bad = KernelEntry(target=f"{ROOT}/examples/kernels/softmax.py:softmax", op="matmul")  # cannot take matmul's args
+    kw = dict(seed=1, iterations=6, dtypes=("fp32",), strategy=None, rulepacks=(), requires=None, preconditions=None)
+    out = warm([(good, kw), (bad, kw)], device="cpu", workers=2)
+    assert out["slices"] == 4 and out["failed"] == 0  # the bad one's cases raise inside, counted by its check

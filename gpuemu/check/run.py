@@ -134,6 +134,7 @@ class CheckResult:
     versions: dict[str, str | None]
     started: str
     provenance: dict = field(default_factory=dict)  # the git commit and CI run it checked (gpuemu.check.provenance)
+    warmed: dict | None = None  # on CUDA: Triton's cache warmed on every core first (gpuemu.check.warm)
 
     @property
     def ok(self) -> bool:
@@ -157,14 +158,15 @@ class CheckResult:
                 "manifest": self.manifest, "root": self.root, "device": self.device, "rulepacks": self.rulepacks,
                 "store": self.store, "jobs": self.jobs, "seconds": self.seconds, "versions": self.versions,
                 "started": self.started, "provenance": self.provenance, "counts": self.counts(),
-                "levels": self.levels(), "kernels": [k.to_dict() for k in self.kernels]}
+                "levels": self.levels(), "warmed": self.warmed, "kernels": [k.to_dict() for k in self.kernels]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckResult":
         return cls(kernels=[KernelResult.from_dict(k) for k in d["kernels"]], seed=int(d["seed"], 16),
                    manifest=d["manifest"], root=d["root"], device=d["device"], rulepacks=list(d["rulepacks"]),
                    store=d.get("store"), jobs=int(d["jobs"]), seconds=float(d["seconds"]),
-                   versions=dict(d["versions"]), started=d["started"], provenance=dict(d.get("provenance") or {}))
+                   versions=dict(d["versions"]), started=d["started"], provenance=dict(d.get("provenance") or {}),
+                   warmed=d.get("warmed"))
 
 
 def strategy_facets(case) -> list[str]:
@@ -364,7 +366,8 @@ def versions() -> dict[str, str | None]:
 def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | None = None,
               iterations: int | None = None, store: str | None = None, rulepacks: tuple[str, ...] = (),
               on_done: Callable[[KernelResult], None] | None = None, ray: str | None = None,
-              preconditions: str | None = None, on_start: Callable[[], None] | None = None) -> CheckResult:
+              preconditions: str | None = None, on_start: Callable[[], None] | None = None,
+              warm: bool = True) -> CheckResult:
     """Fuzz every launcher of ``manifest``; ``jobs`` > 1 runs them in that many worker processes, and ``ray``
     (``local`` for a cluster started here, ``auto`` for the ambient one, or an address) runs them as Ray tasks
     (:mod:`gpuemu.check.on_ray`): the same work units and seeds, so the same verdicts.
@@ -421,6 +424,11 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     results: dict[int, KernelResult] = {}
+    warmed = None
+    if warm and device.startswith("cuda") and ray is None and tasks:  # compiles on every core first (check.warm)
+        from .warm import warm as warm_compiles
+
+        warmed = warm_compiles(tasks, device=device, workers=max(jobs, os.cpu_count() or 1))
 
     def done(i: int, d: dict) -> None:
         _replay_lines(d, store)
@@ -463,7 +471,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
     return CheckResult(kernels=[results[i] for i in range(len(tasks))], seed=run_seed, manifest=manifest.path,
                        root=os.getcwd(), device=device, rulepacks=layers, store=store, jobs=max(1, jobs),
                        seconds=time.perf_counter() - t0, versions=versions(), started=started,
-                       provenance=provenance(os.getcwd()))
+                       provenance=provenance(os.getcwd()), warmed=warmed)
 
 
 STORE_ARTIFACT = "gpuemu-store"  # the Action uploads the check's store under this name (action.yml)

@@ -50,6 +50,9 @@ def register(sub) -> None:
     p.add_argument("--confirm-on", metavar="DEVICE", default=None,
                    help="re-run each failing launcher's first failure on DEVICE (cuda, or cpu after a GPU run) from "
                         "its stored bytes, and say whether the devices agree")
+    p.add_argument("--no-warm", action="store_true",
+                   help="on CUDA, do not compile every launcher's kernels on all cores before fuzzing (the default "
+                        "warms Triton's cache first: gpuemu.check.warm)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when launchers fail (for upload steps)")
     p.set_defaults(run=run)
 
@@ -102,7 +105,7 @@ class _Progress:
             self.bar = Progress(TextColumn("gpuemu check"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn(), transient=True,
                                 console=Console(stderr=True))
-            self.task = self.bar.add_task("check", total=total, failed=0)
+            self.task = self.bar.add_task("check", total=self.total, failed=0)
             self.bar.start()
 
     def __call__(self, k) -> None:
@@ -210,7 +213,7 @@ def run(args) -> int:
     try:
         result = run_check(manifest, device=device, jobs=jobs, seed=args.seed, iterations=args.iterations,
                            store=args.store, rulepacks=tuple(args.rulepack), on_start=progress.start,
-                           on_done=progress, ray=args.ray, preconditions=args.preconditions)
+                           on_done=progress, ray=args.ray, preconditions=args.preconditions, warm=not args.no_warm)
     finally:
         progress.close()
     width = None  # not a terminal (a CI log, a file): every line whole
@@ -222,6 +225,10 @@ def run(args) -> int:
     if args.confirm_on:
         _confirm(result, prepare_device(args.confirm_on))
     err(summary_text(result, width=width))
+    if result.warmed:
+        w = result.warmed
+        err(f"warmed Triton's cache first: {w['slices']} slices in {w['seconds']:.1f} s"
+            + (f" ({w['failed']} did not finish; their workers compiled those)" if w["failed"] else ""))
     for k in result.kernels:
         if k.level != "pass" and k.failures:
             err(f"replay {k.function}: {k.failures[0]['replay']}")
