@@ -317,7 +317,7 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
             if n:  # the reference overflows there in the working dtype: not judged (0 in all three, so that
                 unjudged += n  # neither its error nor its magnitude, through rms(ref), enters the other bounds)
                 o = o.masked_fill(lost.to(o.device), 0)
-                c = c.masked_fill(lost, 0)
+                c = c.masked_fill(lost.to(c.device), 0)
                 t = t64.masked_fill(lost, 0)
             total += o.numel()
         floats_k.append(o)

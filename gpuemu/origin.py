@@ -122,10 +122,16 @@ def portable(target: str) -> dict:
 
 
 def resolve(target: str, origin: dict | None, store_root: Path | None = None) -> str:
-    """The target as it can be imported here: as named when that file exists, else the record's project-relative
-    path from the working directory, the top of its checkout, or the folder holding the store."""
+    """The target as it can be imported here: as named when that file exists, else the file the record was written
+    from (its absolute path, when it exists here: the same machine, any working directory), else the record's
+    project-relative path from the working directory, the top of its checkout, or the folder holding the store."""
     f = _file_part(target)
-    if f is None or Path(f).is_file() or not origin or "relative" not in origin:
+    if f is None or Path(f).is_file() or not origin:
+        return target
+    func = origin.get("function", target.rpartition(":")[2])
+    if origin.get("file") and Path(origin["file"]).is_file():  # where it was written, from any directory here
+        return f"{origin['file']}:{func}"
+    if "relative" not in origin:
         return target
     rel = origin["relative"]
     bases = [Path.cwd()]
@@ -137,7 +143,7 @@ def resolve(target: str, origin: dict | None, store_root: Path | None = None) ->
     for base in bases:
         cand = base / rel
         if cand.is_file():
-            return f"{cand}:{origin.get('function', target.rpartition(':')[2])}"
+            return f"{cand}:{func}"
     return target
 
 

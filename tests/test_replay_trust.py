@@ -229,6 +229,20 @@ def test_the_printed_line_replays_from_another_directory_and_a_foreign_record_ne
     assert rc == 1 and "reproduced: same verdict" in err
 
 
+def test_the_printed_line_replays_from_outside_the_project_with_the_store_elsewhere(kfile, capsys, monkeypatch):
+    # the project in one folder, the store in another, the line pasted in a third: the record's own file is found
+    store = kfile.parent / f"{kfile.name}-stores" / "s"
+    rc, _, err = cli(capsys, "fuzz", "k.py:softmax_bad", "--op", "softmax", "--seed", "4", "-n", "2",
+                     "--no-shrink", "--dtype", "fp32", "--store", str(store))
+    assert rc == 1
+    line = replay_lines(err)[0]
+    outside = kfile.parent / f"{kfile.name}-outside"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    rc, _, err = cli(capsys, *shlex.split(line)[1:])
+    assert rc == 1 and "reproduced: same verdict" in err, err
+
+
 def test_a_store_zip_replays_and_a_module_target_imports_from_the_project_root(kfile, capsys, monkeypatch):
     import zipfile
 
