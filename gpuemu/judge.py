@@ -200,6 +200,11 @@ def graph_scale(ref64: Any, eager: Any, rtol: float, multiplier: float, spread: 
     if spread is not None:
         eerr = eerr + spread.to(eerr.device, torch.float64).nan_to_num(nan=0.0, posinf=0.0)
     eerr_rms = float(eerr.pow(2).mean().sqrt()) if eerr.numel() else 0.0
+    if spread is not None and eerr.numel():  # heavy tails: where rounding flips a near-tie (an argmax, a softmax
+        # peak) the control's error is 0 almost everywhere and large at a few elements; a kernel rounding otherwise
+        # flips others. A quarter of the largest error stands in for the rms there (for well-conditioned outputs the
+        # largest is a few rms, and this changes nothing)
+        eerr_rms = max(eerr_rms, 0.25 * float(eerr.max()))
     base = ref64.abs().nan_to_num(posinf=0.0).clamp_min(rms)
     if rtol <= 0:
         return base
