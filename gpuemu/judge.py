@@ -306,7 +306,14 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
         if not t.is_floating_point():
             if o.is_floating_point() or o.dtype == torch.bool and t.dtype != torch.bool:
                 return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {t.dtype}")
-            v = judge_exact(o.to(t.dtype) if o.dtype != t.dtype else o, t, what=f"output {i}")
+            o = o.to(t.dtype) if o.dtype != t.dtype else o
+            if isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(t.shape) == tuple(o.shape) \
+                    and not c.is_floating_point():
+                # integers computed from floats (a quantizer's round(x / scale), an argmax): where the reference in
+                # the working dtype lands on another integer than in fp64, a rounding boundary lies between the
+                # two, and the kernel may land on either
+                t = torch.where(o.cpu() == c.detach().to("cpu", t.dtype), o.cpu(), t)
+            v = judge_exact(o, t, what=f"output {i}")
             if v.status != PASS:
                 return v
             continue

@@ -387,7 +387,8 @@ class GpuemuItem(pytest.Item):
             line = inspect.getsourcelines(self.launcher)[1] - 1
         except (OSError, TypeError):
             line = None
-        return self.path, line, f"gpuemu {self.kwargs.get('op')}: {self.name}"
+        judged_by = self.kwargs.get("op") or ("reference" if self.kwargs.get("reference") else None)
+        return self.path, line, f"gpuemu {judged_by}: {self.name}"
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -237,3 +237,30 @@ def test_the_hook_judges_a_launcher_against_its_reference_with_the_same_judge(tm
         or "ref" in rec["hook"]["reference"]
     with pytest.raises(gpuemu.errors.InvalidArgument, match="op= .* or reference="):
         hook.shadow(op="softmax", reference=ref)
+
+
+# ---------------------------------------------------------------- integers computed from floats: a quantizer
+def quantize(x, scale):
+    return torch.round(x / scale).clamp(-128, 127).to(torch.int8)
+
+
+def example_quantize():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(16, 64, generator=g), 0.02]
+
+
+def quantize_in_working_dtype(x, scale):  # the reference itself, run in the input's dtype (fp16 rounds x / scale)
+    return torch.round(x / scale).clamp(-128, 127).to(torch.int8)
+
+
+def quantize_truncating(x, scale):  # bug: truncates instead of rounding
+    return (x / scale).clamp(-128, 127).to(torch.int8)
+
+
+def test_an_integer_output_may_land_on_either_side_of_a_rounding_boundary_but_truncation_fails():
+    ok = gpuemu.fuzz(quantize_in_working_dtype, reference=quantize, inputs=example_quantize, iterations=30, seed=3,
+                     store=None)
+    assert ok.passed == ok.iterations, ok.summary
+    bad = gpuemu.fuzz(quantize_truncating, reference=quantize, inputs=example_quantize, iterations=30, seed=3,
+                      store=None)
+    assert bad.failures, bad.summary

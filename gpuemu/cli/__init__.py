@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuemu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `gpuemu ... | head`: the reader left; nothing more to say, and nowhere to say it
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush of stdout would raise again
+        return 141
     except Exception:  # a bug in gpuemu, not a user mistake
         traceback.print_exc()
         print("gpuemu: internal error: this is a bug in gpuemu; please report it with the traceback above",
