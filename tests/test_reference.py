@@ -257,10 +257,31 @@ def quantize_truncating(x, scale):  # bug: truncates instead of rounding
     return (x / scale).clamp(-128, 127).to(torch.int8)
 
 
-def test_an_integer_output_may_land_on_either_side_of_a_rounding_boundary_but_truncation_fails():
+def test_an_integer_output_may_land_on_either_side_of_a_rounding_boundary_but_truncation_fails(tmp_path):
     ok = gpuemu.fuzz(quantize_in_working_dtype, reference=quantize, inputs=example_quantize, iterations=30, seed=3,
-                     store=None)
+                     store=tmp_path / "s")
     assert ok.passed == ok.iterations, ok.summary
     bad = gpuemu.fuzz(quantize_truncating, reference=quantize, inputs=example_quantize, iterations=30, seed=3,
-                      store=None)
+                      store=tmp_path / "s")
     assert bad.failures, bad.summary
+
+
+def quantize_fp8(x, scale):
+    return (x / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def quantize_fp8_kernel(x, scale):  # multiplies by the reciprocal, in fp32: fp8 results within the format's rounding
+    return (x.float() * (1.0 / scale)).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def quantize_fp8_unscaled(x, scale):  # bug: forgets the scale
+    return x.float().clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def test_fp8_outputs_are_judged(tmp_path):
+    ok = gpuemu.fuzz(quantize_fp8_kernel, reference=quantize_fp8, inputs=example_quantize, iterations=30, seed=2,
+                     store=tmp_path / "s")
+    assert ok.passed == ok.iterations, [f.line for f in ok.failures]
+    bad = gpuemu.fuzz(quantize_fp8_unscaled, reference=quantize_fp8, inputs=example_quantize, iterations=10, seed=2,
+                      store=tmp_path / "s")
+    assert bad.failures and bad.failures[0].case.dtype in ("fp32", "fp16", "bf16")
