@@ -378,7 +378,7 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
     out: dict[str, Any] = {}
     for arg in spec.args:
         if arg.kind == "const":
-            out[arg.name] = arg.value
+            out[arg.name] = case.kwargs.get(arg.name, arg.value)  # a reference's float constant may be drawn
             continue
         if arg.kind == "dim":
             out[arg.name] = case.dims[arg.index_of]
@@ -486,17 +486,43 @@ def _move_storage(t, device: str):
 def scalar_args(case: Case) -> dict[str, Any]:
     """The non-tensor arguments of a case (a reference-defined op's constants and sizes): what a snapshot, which
     holds tensors only, leaves to the case."""
-    return {a.name: (a.value if a.kind == "const" else case.dims[a.index_of]) for a in case.spec.args
-            if not a.is_tensor}
+    return {a.name: (case.kwargs.get(a.name, a.value) if a.kind == "const" else case.dims[a.index_of])
+            for a in case.spec.args if not a.is_tensor}
 
 
 def call_kwargs(case: Case) -> dict[str, Any]:
     """Keyword arguments to pass: only those that differ from the op's defaults (eps, causal)."""
     spec = case.spec
-    return {k: v for k, v in case.kwargs.items() if spec.kwargs.get(k, object()) != v}
+    consts = {a.name for a in spec.args if a.kind == "const"}  # drawn constants go in as arguments (materialize)
+    return {k: v for k, v in case.kwargs.items() if k not in consts and spec.kwargs.get(k, object()) != v}
 
 
 # ------------------------------------------------------------------------------------ generation
+
+CONSTANT_DRAW_ONE_IN = 2  # a reference's float constant (alpha, eps, a scale, a temperature) is redrawn in half the
+# default cases: a kernel that hard-codes the example's value (alpha = 1 where the module was built with 1) passes
+# every case that keeps it
+
+
+def draw_constants(rng: Rng, spec: Any) -> dict[str, float]:
+    """Values for the float constants of a reference-defined op (its schema's ``const`` arguments holding a finite,
+    non-zero float): within a declared ``range`` when there is one (``range: [v, v]`` pins it), else the example's
+    value times 2^u, u uniform in [-1, 1], rounded to 4 significant digits. Ints, flags and other constants are
+    kept. Each constant is drawn, or kept, independently (:data:`CONSTANT_DRAW_ONE_IN`)."""
+    out: dict[str, float] = {}
+    for a in spec.args:
+        if a.kind != "const" or isinstance(a.value, bool) or not isinstance(a.value, float):
+            continue
+        if not math.isfinite(a.value) or a.value == 0.0 or rng.below(CONSTANT_DRAW_ONE_IN) != 0:
+            continue
+        u = rng.uniform()
+        if isinstance(a.lo, (int, float)) and isinstance(a.hi, (int, float)):
+            v = float(a.lo) + (float(a.hi) - float(a.lo)) * u
+        else:
+            v = a.value * 2.0 ** (2.0 * u - 1.0)
+        out[a.name] = float(f"{v:.4g}")
+    return out
+
 
 
 @dataclass
@@ -723,6 +749,8 @@ def generate(op: str, seed: int, *, dtype: str, strategy: str = "default", block
         values = rng.weighted(value_weights(spec, dtype))
     if shape_kind == "long_row" and long_rng.below(2) == 0:
         values = "large_spread"  # logits past exp's (88) and exp2's (128) overflow: a max-free path shows
+    if getattr(spec, "schema", None) is not None and strategy == "default" and shape_kind != "fixed":
+        kwargs.update(draw_constants(Rng(derive_seed(seed, 5)), spec))
     return Case(op=op, dtype=dtype, dims=dims, seed=seed, batch=batch, layouts=layouts, values=values,
                 value_params=value_params(values, spec, dtype, dims), kwargs=kwargs, strategy=strategy,
                 shape_kind=shape_kind)

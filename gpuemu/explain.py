@@ -125,6 +125,15 @@ def _causal_rule(case: Case, verdict, launches, passes: Passes, original: Case |
             + (" and Nq != Nk (mask alignment?)" if case.dims.get("Nq") != case.dims.get("Nk") else "")]
 
 
+def _constant_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
+    drawn = {a.name: a.value for a in case.spec.args if a.kind == "const" and a.name in case.kwargs}
+    if not drawn or not passes(case.replace(kwargs={k: v for k, v in case.kwargs.items() if k not in drawn})):
+        return []
+    what = ", ".join(f"{k}={case.kwargs[k]}" for k in drawn)
+    example = ", ".join(f"{k}={v}" for k, v in drawn.items())
+    return [f"hard-coded constant suspected: fails with {what}, passes with the example's {example}"]
+
+
 def _dtype_rule(case: Case, verdict, launches, passes: Passes, original: Case | None) -> list[str]:
     if case.dtype != "fp32" and passes(with_dims(case.replace(dtype="fp32"))):
         return [f"precision suspected: fails only for {case.dtype}, passes in fp32 (accumulation dtype?)"]
@@ -163,7 +172,8 @@ def _block_rule(case: Case, verdict, launches, passes: Passes, original: Case | 
 
 # (name, rule) in report order; a rule takes (case, verdict, launches, passes, original: the case before shrinking)
 HINT_RULES: tuple[tuple[str, Callable[..., list[str]]], ...] = (
-    ("stride", _stride_rule), ("values", _values_rule), ("causal", _causal_rule), ("dtype", _dtype_rule),
+    ("stride", _stride_rule), ("values", _values_rule), ("causal", _causal_rule), ("constant", _constant_rule),
+    ("dtype", _dtype_rule),
     ("blocks", _block_rule),
 )
 

@@ -285,3 +285,31 @@ def test_fp8_outputs_are_judged(tmp_path):
     bad = gpuemu.fuzz(quantize_fp8_unscaled, reference=quantize_fp8, inputs=example_quantize, iterations=10, seed=2,
                       store=tmp_path / "s")
     assert bad.failures and bad.failures[0].case.dtype in ("fp32", "fp16", "bf16")
+
+
+# ---------------------------------------------------------------- a float constant the kernel must honour
+def leaky(x, slope):
+    return torch.where(x > 0, x, x * slope)
+
+
+def example_leaky():
+    return [torch.randn(4, 32, generator=torch.Generator().manual_seed(2)), 0.01]
+
+
+def leaky_kernel(x, slope):
+    return torch.where(x > 0, x, x * slope)
+
+
+def leaky_hard_coded(x, slope):  # the LLM-style bug: the example's slope written into the kernel
+    return torch.where(x > 0, x, x * 0.01)
+
+
+def test_a_float_constant_is_drawn_and_a_hard_coded_one_is_caught_with_its_hint(tmp_path):
+    ok = gpuemu.fuzz(leaky_kernel, reference=leaky, inputs=example_leaky, iterations=40, seed=1, store=tmp_path / "s")
+    assert ok.passed == ok.iterations
+    bad = gpuemu.fuzz(leaky_hard_coded, reference=leaky, inputs=example_leaky, iterations=40, seed=1,
+                      store=tmp_path / "s")
+    assert bad.failures
+    f = bad.failures[0]
+    assert "slope" in f.case.kwargs and f.case.kwargs["slope"] != 0.01
+    assert "hard-coded constant suspected" in (f.hint or "")

@@ -1,5 +1,8 @@
 """Row L2 normalisation: one program per row, the row in one power-of-two block (masked tail), fp32 sum of
-squares, strides of input and output passed to the kernel."""
+squares of the row scaled by its largest magnitude, strides of input and output passed to the kernel.
+
+The scaling matters: torch.norm does not underflow, and an unscaled sum of squares does for |x| < ~1e-19 in fp32
+(x * x is 0, the norm 0, the output inf): gpuemu's `tiny` values found that in an earlier version of this file."""
 import torch
 import torch.nn as nn
 import triton
@@ -12,8 +15,10 @@ def l2norm_kernel(x_ptr, out_ptr, n_cols, stride_xm, stride_xn, stride_om, strid
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-    norm = tl.sqrt(tl.sum(x * x, axis=0))
-    tl.store(out_ptr + row * stride_om + cols * stride_on, (x / norm).to(out_ptr.dtype.element_ty), mask=mask)
+    big = tl.max(tl.abs(x), axis=0)
+    xs = x / big
+    norm = tl.sqrt(tl.sum(xs * xs, axis=0))
+    tl.store(out_ptr + row * stride_om + cols * stride_on, (xs / norm).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 class ModelNew(nn.Module):
