@@ -173,7 +173,9 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                 result.limits += 1
                 result.envelope = envelope.to_dict()
                 if covers(plan.supports, case.dims):
-                    result.failures.append(Failure(case=case, verdict=verdict, launches=tuple(ev.launches)))
+                    result.failures.append(Failure(case=case, verdict=verdict, launches=tuple(ev.launches),
+                                                   not_stored="a refused launch produces no output to replay; "
+                                                              "re-run the fuzz with the same --seed"))
                 continue
             if verdict.status in (PASS, REJECTED, FAIL):
                 envelope.launched_at(case.dims, ev.launches)  # (it launched: the GPU takes this size)

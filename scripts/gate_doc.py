@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Run the commands of docs/gate.md in a fresh copy of the repository and compare their output with the page's.
+"""Run the commands of docs/gate.md and of the README's gate section in a fresh copy of the repository and compare
+their output with the page's.
 
-    python scripts/gate_doc.py            # check: exit 0 when every command gives the documented output
-    python scripts/gate_doc.py --update   # write the outputs of this run into the page
+    python scripts/gate_doc.py            # check both pages: exit 0 when every command gives the documented output
+    python scripts/gate_doc.py --update   # write the outputs of this run into the pages
+    python scripts/gate_doc.py README.md  # one page
 
 The copy is what a fresh clone holds (git's tracked and unignored files of the working tree, committed in a new
 repository), so nothing of this checkout's state (stores, caches, outputs) leaks in. Every ```console block of the
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "gate.md"
+PAGES = [DOC, ROOT / "README.md"]  # the README's gate section repeats the page's first block
 FENCE = re.compile(r"^(`{3,})(\w*)\s*$")
 
 _NORMAL = [
@@ -159,6 +162,14 @@ def run_console(doc: str, clone: Path, update: bool) -> tuple[str, list[str]]:
     return "\n".join(new), problems
 
 
+def has_workflow(doc: str) -> bool:
+    try:
+        workflow(doc)
+    except SystemExit:
+        return False
+    return True
+
+
 def workflow(doc: str) -> dict:
     """The page's GitHub workflow (the ```yaml block with a `jobs:` key)."""
     import yaml
@@ -241,20 +252,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--update", action="store_true", help="write this run's outputs into the page")
     ap.add_argument("--keep", metavar="DIR", help="run in DIR (kept) instead of a temporary folder")
-    ap.add_argument("doc", nargs="?", default=str(DOC))
+    ap.add_argument("docs", nargs="*", default=[str(p) for p in PAGES])
     args = ap.parse_args(argv)
-    doc_path = Path(args.doc)
+    return max(check_page(Path(d), args) for d in args.docs)
+
+
+def check_page(doc_path: Path, args) -> int:
+    """One page in a fresh copy of its own: its console blocks and, where it has one, its workflow."""
     doc = doc_path.read_text()
-    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gate-doc-"))
+    tmp = Path(args.keep) / doc_path.stem if args.keep else Path(tempfile.mkdtemp(prefix="gate-doc-"))
     try:
         clone = fresh_copy(tmp / "repo") if not (tmp / "repo").exists() else tmp / "repo"
         new, problems = run_console(doc, clone, args.update)
-        summary, outputs, log, code = run_action(doc, clone)
-        if code != 1 or outputs.get("exit-code") != "1":
-            problems.append(f"the workflow's gate: the verdict step exited {code} (outputs {outputs}), the page's "
-                            f"project has a failing launcher: 1 expected\n{log[-3000:]}")
-        new, more = check_summary(new, summary, args.update)
-        problems += more
+        if has_workflow(doc):
+            summary, outputs, log, code = run_action(doc, clone)
+            if code != 1 or outputs.get("exit-code") != "1":
+                problems.append(f"the workflow's gate: the verdict step exited {code} (outputs {outputs}), the page's "
+                                f"project has a failing launcher: 1 expected\n{log[-3000:]}")
+            new, more = check_summary(new, summary, args.update)
+            problems += more
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
