@@ -100,7 +100,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     from .engine.plan import make_plan, set_torch_threads
     from .engine.report import replay_lines, store_failure
     from .engine.run import Runner
-    from .envelope import Envelope, covers
+    from .envelope import DtypeEnvelopes, covers
     from .frameworks import no_strides_reason
     from .resources import project_targets
 
@@ -122,7 +122,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                                                 strategy=plan.strategy), plan.target)
     if st is not None:
         st.ensure_writable()
-    blocks, envelope = Blocks(), Envelope()
+    blocks, envelope = Blocks(), DtypeEnvelopes()
     draw = Drawer(plan, blocks, envelope)
     lows = {d: dim_limits(spec, d)[0] for d in spec.dims}
     targets_scope = project_targets(fz)  # the GPUs whose refusals CPU runs predict (fuzz.targets)
@@ -169,7 +169,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
             if on_case:
                 on_case(i, case, verdict)
             if out.status == LIMIT:  # the GPU refuses this launch: shown, and later cases stay inside
-                envelope.refused_at(case.dims, verdict.message, lows, ev.launches)
+                envelope.refused_at(case.dtype, case.dims, verdict.message, lows, ev.launches)
                 result.limits += 1
                 result.envelope = envelope.to_dict()
                 if covers(plan.supports, case.dims):
@@ -178,7 +178,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                                                               "re-run the fuzz with the same --seed"))
                 continue
             if verdict.status in (PASS, REJECTED, FAIL):
-                envelope.launched_at(case.dims, ev.launches)  # (it launched: the GPU takes this size)
+                envelope.launched_at(case.dtype, case.dims, ev.launches)  # (the GPU takes this size)
             if verdict.status in (PASS, REJECTED):
                 result.passed += 1
                 result.framework_passes += verdict.basis == "framework"

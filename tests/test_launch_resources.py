@@ -221,3 +221,20 @@ def test_limits_from_the_allocation_passes_equal_make_llirs_on_corpus_launches(t
             {k: want.metadata.get(k) for k in ("shared", "num_warps", "tmem_size")}, (name, got.kernel)
     assert any(c[5].metadata["shared"] > 0 for c in calls)
     aot._compiled.clear()
+
+
+def test_a_refusal_caps_the_sizes_of_its_own_element_width_only():
+    # shared memory grows with the width of what a kernel tiles: an fp32 refusal at D = 64 leaves fp16/bf16 at D = 64
+    from gpuemu.envelope import DtypeEnvelopes
+
+    env = DtypeEnvelopes()
+    env.launched_at("fp32", {"D": 32})
+    env.refused_at("fp32", {"D": 64}, "k needs 180,480 B shared memory on sm_80, limit 166,912", {"D": 1})
+    assert env.caps_for("fp32") == {"D": 63} and env.caps_for("fp16") == {} and env.caps_for("bf16") == {}
+    assert env.to_dict()["text"].startswith("launches on sm_80 for D <= 63")
+    env.refused_at("bf16", {"D": 256}, "k needs 300,000 B shared memory on sm_80, limit 166,912", {"D": 1})
+    assert env.caps_for("fp16") == {"D": 255}
+    assert env.to_dict()["text"].startswith("fp32: launches on sm_80 for D <= 63") and "fp16/bf16: " in env.to_dict()["text"]
+    # a refusal that is not about shared memory (threads per block) holds for every dtype
+    env.refused_at("fp16", {"N": 4096}, "k needs 2,048 threads per block on sm_90, limit 1,024", {"N": 1})
+    assert env.caps_for("fp32")["N"] == env.caps_for("bf16")["N"] < 4096
