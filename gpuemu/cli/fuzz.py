@@ -137,7 +137,7 @@ class _Progress:
     """A rich progress bar on a terminal; a plain line every tenth of the run otherwise."""
 
     def __init__(self, total: int, label: str, header: str = "") -> None:
-        self.total, self.label, self.failed, self.header = total, label, 0, header
+        self.total, self.label, self.failed, self.limits, self.header = total, label, 0, 0, header
         self.bar = None
         self.step = max(1, total // 10)
 
@@ -156,11 +156,14 @@ class _Progress:
     def __call__(self, i: int, case, verdict) -> None:
         if self.header:
             self._start()
-        self.failed += verdict.status != "pass"
+        # as the summary counts: a clean refusal passes, a launch the GPU refuses is a LIMIT line, not a failure
+        self.limits += verdict.status == "limit"
+        self.failed += verdict.status not in ("pass", "rejected", "limit")
         if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
         elif (i + 1) % self.step == 0 or i + 1 == self.total:
-            err(f"  [{i + 1}/{self.total}] {i + 1 - self.failed} passed, {self.failed} failing")
+            limits = f", {self.limits} LIMIT" if self.limits else ""
+            err(f"  [{i + 1}/{self.total}] {i + 1 - self.failed - self.limits} passed, {self.failed} failing{limits}")
 
     def close(self) -> None:
         if self.bar is not None:
