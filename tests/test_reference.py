@@ -313,3 +313,26 @@ def test_a_float_constant_is_drawn_and_a_hard_coded_one_is_caught_with_its_hint(
     f = bad.failures[0]
     assert "slope" in f.case.kwargs and f.case.kwargs["slope"] != 0.01
     assert "hard-coded constant suspected" in (f.hint or "")
+
+
+def test_the_hook_judges_a_launcher_with_fp8_operands_against_its_reference(tmp_path):
+    import gpuemu.hook as hook
+
+    def ref(a, b, scale):  # an fp8 GEMM with a per-tensor scale
+        return (a.float() @ b.float()) * scale
+
+    def kernel(a, b, scale):
+        return (a.to(torch.float32) @ b.to(torch.float32)) * scale
+
+    def wrong_scale(a, b, scale):
+        return (a.to(torch.float32) @ b.to(torch.float32)) * (scale * 2)
+
+    good, bad = hook.shadow(reference=ref)(kernel), hook.shadow(reference=ref)(wrong_scale)
+    with hook.installed(mode="shadow", sample_rate=1.0, budget=1.0, store=str(tmp_path / "st")):
+        a = torch.randn(8, 16).to(torch.float8_e4m3fn)
+        b = torch.randn(16, 4).to(torch.float8_e4m3fn)
+        good(a, b, 0.5)
+        bad(a, b, 0.5)
+        stats = hook.stats()
+    assert stats["checks_by_source"]["@shadow"] == 2 and stats["divergences_by_source"] == {"@shadow": 1}
+    assert stats["internal_errors"] == 0
