@@ -31,6 +31,7 @@ from .compare import unravel as _unravel  # one index helper for every mismatch 
 from .tolerance import Tolerance, ToleranceTable
 
 FLOAT_LABELS = ("fp32", "fp16", "bf16")
+QUANT_ONE_OFF_PER = 1000  # int8/uint8 outputs: one code in this many may be one off the fp64 reference's
 SKETCH_MIN = 1 << 16  # outputs with more elements are pre-selected on their device
 SKETCH_K = 4096
 
@@ -313,6 +314,12 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
                 # the working dtype lands on another integer than in fp64, a rounding boundary lies between the
                 # two, and the kernel may land on either
                 t = torch.where(o.cpu() == c.detach().to("cpu", t.dtype), o.cpu(), t)
+            if o.dtype in (torch.int8, torch.uint8) and o.numel():  # quantized codes: a kernel rounding x / scale
+                # in its own arithmetic (x * (1 / scale), a scale from an fp32 absmax) lands one code off where
+                # x / scale is within rounding of a half; a few such codes are that, many are a bug (truncation)
+                off = (o.cpu().to(torch.int16) - t.to(torch.int16)).abs()
+                if bool((off <= 1).all()) and int((off == 1).sum()) <= max(1, o.numel() // QUANT_ONE_OFF_PER):
+                    t = o.cpu()
             v = judge_exact(o, t, what=f"output {i}")
             if v.status != PASS:
                 return v

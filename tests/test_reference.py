@@ -336,3 +336,31 @@ def test_the_hook_judges_a_launcher_with_fp8_operands_against_its_reference(tmp_
         stats = hook.stats()
     assert stats["checks_by_source"]["@shadow"] == 2 and stats["divergences_by_source"] == {"@shadow": 1}
     assert stats["internal_errors"] == 0
+
+
+def quantize_rows(x):  # per-row absmax int8 quantization, as LLM int8 kernels do
+    scale = x.abs().amax(dim=-1, keepdim=True) / 127
+    return torch.round(x / scale).clamp(-127, 127).to(torch.int8)
+
+
+def example_quantize_rows():
+    return [torch.randn(32, 256, generator=torch.Generator().manual_seed(4))]
+
+
+def quantize_rows_fp32(x):  # in fp32 whatever x's dtype: a code one off where x / scale is within rounding of a half
+    scale = x.float().abs().amax(dim=-1, keepdim=True) / 127
+    return torch.round(x.float() / scale).clamp(-127, 127).to(torch.int8)
+
+
+def quantize_rows_truncating(x):
+    scale = x.float().abs().amax(dim=-1, keepdim=True) / 127
+    return (x.float() / scale).clamp(-127, 127).to(torch.int8)
+
+
+def test_a_quantizer_in_its_own_arithmetic_passes_and_truncation_fails(tmp_path):
+    ok = gpuemu.fuzz(quantize_rows_fp32, reference=quantize_rows, inputs=example_quantize_rows, iterations=60,
+                     seed=5, store=tmp_path / "s")
+    assert ok.passed == ok.iterations, [f.line for f in ok.failures]
+    bad = gpuemu.fuzz(quantize_rows_truncating, reference=quantize_rows, inputs=example_quantize_rows,
+                      iterations=20, seed=5, store=tmp_path / "s")
+    assert bad.failures
