@@ -524,7 +524,6 @@ def draw_constants(rng: Rng, spec: Any) -> dict[str, float]:
     return out
 
 
-
 @dataclass
 class Blocks:
     """Block sizes seen at launch (kernel-aware generation): per dim, and unattributed."""

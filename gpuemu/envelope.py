@@ -13,6 +13,7 @@ refusal inside it fatal (:func:`covers`): the kernel was meant to launch there.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -41,8 +42,6 @@ class Envelope:
         is capped at the larger of the largest size seen launching and half the refused size."""
         self.refused += 1
         if not self.first:
-            import time
-
             self.since = time.monotonic()
         self.first = self.first or message
         grown = {v for n, v in _blocks(launches).items() if v > self.blocks.get(n, 0)}

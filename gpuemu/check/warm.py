@@ -57,7 +57,7 @@ def _slice(cwd: str, device: str, target: str, op: str | None, reference: Any, i
             from ..cases import Blocks, materialize
             from ..engine.generate import Drawer
             from ..engine.plan import make_plan
-            from ..envelope import Envelope
+            from ..envelope import DtypeEnvelopes
             from ..explain import learn
             from ..preconditions import Requires
             from ..runners import run_launcher
@@ -74,7 +74,7 @@ def _slice(cwd: str, device: str, target: str, op: str | None, reference: Any, i
         except BaseException:  # noqa: BLE001 - a launcher that cannot be planned here is the check's to report
             return False
         blocks = Blocks()
-        draw = Drawer(plan, blocks, Envelope())
+        draw = Drawer(plan, blocks, DtypeEnvelopes())
         for i in range(plan.iterations):
             try:
                 case = draw.next(long_rows=True)

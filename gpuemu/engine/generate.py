@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..cases import Blocks, Case, contiguous_twin, generate
-from ..envelope import DtypeEnvelopes, Envelope
+from ..envelope import DtypeEnvelopes
 from ..errors import InvalidArgument
 from ..rng import derive_seed
 from .plan import Plan
@@ -18,7 +18,7 @@ MAX_UNFIT = 200  # draws in a row that the declared preconditions made invalid b
 class Drawer:
     """Draws the run's cases in order (case ``k`` from the run seed's ``k``-th derived seed)."""
 
-    def __init__(self, plan: Plan, blocks: Blocks, envelope: DtypeEnvelopes | Envelope) -> None:
+    def __init__(self, plan: Plan, blocks: Blocks, envelope: DtypeEnvelopes) -> None:
         self.plan, self.blocks, self.envelope = plan, blocks, envelope
         self.active = list(plan.dtypes)
         self.index = 0  # draws so far (the next draw's seed index)
@@ -32,7 +32,7 @@ class Drawer:
             case_seed = derive_seed(plan.seed, self.index)
             self.index += 1
             case = req.apply(generate(plan.op, case_seed, dtype=dtype, strategy=plan.strategy, blocks=self.blocks,
-                                      long_rows=long_rows, caps=capped(req.max_dims, self._caps(dtype))))
+                                      long_rows=long_rows, caps=capped(req.max_dims, self.envelope.caps_for(dtype))))
             # a dim rounded up to a declared divisor can break a constraint of the op: such a draw is skipped
             problem = spec.check_dims(case.dims, case.kwargs)
             if problem is None:
@@ -46,10 +46,6 @@ class Drawer:
             case = contiguous_twin(case)
             self.flattened += 1
         return case
-
-    def _caps(self, dtype: str) -> Mapping[str, int]:
-        env = self.envelope
-        return env.caps_for(dtype) if isinstance(env, DtypeEnvelopes) else env.caps
 
     def drop(self, dtype: str) -> None:
         """Draw no more cases of ``dtype`` (a dtype this run cannot judge)."""
