@@ -511,15 +511,10 @@ def draw_constants(rng: Rng, spec: Any) -> dict[str, float]:
     kept. Each constant is drawn, or kept, independently (:data:`CONSTANT_DRAW_ONE_IN`)."""
     out: dict[str, float] = {}
     for a in spec.args:
-        if a.kind != "const" or isinstance(a.value, bool) or not isinstance(a.value, float):
+        if not a.drawn_constant or rng.below(CONSTANT_DRAW_ONE_IN) != 0:
             continue
-        if not math.isfinite(a.value) or a.value == 0.0 or rng.below(CONSTANT_DRAW_ONE_IN) != 0:
-            continue
-        u = rng.uniform()
-        if isinstance(a.lo, (int, float)) and isinstance(a.hi, (int, float)):
-            v = float(a.lo) + (float(a.hi) - float(a.lo)) * u
-        else:
-            v = a.value * 2.0 ** (2.0 * u - 1.0)
+        u, r = rng.uniform(), a.declared_range
+        v = r[0] + (r[1] - r[0]) * u if r else a.value * 2.0 ** (2.0 * u - 1.0)
         out[a.name] = float(f"{v:.4g}")
     return out
 

@@ -307,19 +307,19 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
         if not t.is_floating_point():
             if o.is_floating_point() or o.dtype == torch.bool and t.dtype != torch.bool:
                 return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {t.dtype}")
-            o = o.to(t.dtype) if o.dtype != t.dtype else o
+            o = (o.to(t.dtype) if o.dtype != t.dtype else o).detach().cpu()
             if isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(t.shape) == tuple(o.shape) \
                     and not c.is_floating_point():
                 # integers computed from floats (a quantizer's round(x / scale), an argmax): where the reference in
                 # the working dtype lands on another integer than in fp64, a rounding boundary lies between the
                 # two, and the kernel may land on either
-                t = torch.where(o.cpu() == c.detach().to("cpu", t.dtype), o.cpu(), t)
+                t = torch.where(o == c.detach().to("cpu", t.dtype), o, t)
             if o.dtype in (torch.int8, torch.uint8) and o.numel():  # quantized codes: a kernel rounding x / scale
                 # in its own arithmetic (x * (1 / scale), a scale from an fp32 absmax) lands one code off where
                 # x / scale is within rounding of a half; a few such codes are that, many are a bug (truncation)
-                off = (o.cpu().to(torch.int16) - t.to(torch.int16)).abs()
+                off = (o.to(torch.int16) - t.to(torch.int16)).abs()
                 if bool((off <= 1).all()) and int((off == 1).sum()) <= max(1, o.numel() // QUANT_ONE_OFF_PER):
-                    t = o.cpu()
+                    t = o
             v = judge_exact(o, t, what=f"output {i}")
             if v.status != PASS:
                 return v

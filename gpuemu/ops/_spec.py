@@ -65,6 +65,20 @@ class ArgSpec:
     def is_tensor(self) -> bool:
         return self.kind not in ("const", "dim")
 
+    @property
+    def drawn_constant(self) -> bool:
+        """A float constant a reference-judged case may redraw (gpuemu.cases.draw_constants): finite, non-zero."""
+        import math
+
+        return self.kind == "const" and isinstance(self.value, float) and math.isfinite(self.value) \
+            and self.value != 0.0
+
+    @property
+    def declared_range(self) -> tuple[float, float] | None:
+        """``(lo, hi)`` when both are numbers (a declared ``range``), else None."""
+        ok = isinstance(self.lo, (int, float)) and isinstance(self.hi, (int, float))
+        return (float(self.lo), float(self.hi)) if ok else None
+
 
 @dataclass(frozen=True)
 class OpSpec:

@@ -139,11 +139,9 @@ def _arg_line(a: ArgSpec, primary: str) -> str:
     shape = f"[{','.join(a.shape)}]" if a.is_tensor else ""
     dtype = a.dtype or f"{primary} (swept)"
     if a.kind == "const":
-        import math
-
-        if isinstance(a.value, float) and not isinstance(a.value, bool) and math.isfinite(a.value) and a.value:
-            if isinstance(a.lo, (int, float)) and isinstance(a.hi, (int, float)):
-                return f"{a.name:<12} const {a.value!r}, drawn in [{a.lo}, {a.hi}] in half the cases"
+        if a.drawn_constant and a.declared_range:
+            return f"{a.name:<12} const {a.value!r}, drawn in [{a.lo}, {a.hi}] in half the cases"
+        if a.drawn_constant:
             return f"{a.name:<12} const {a.value!r}, drawn in [x0.5, x2] in half the cases (range: [v, v] pins it)"
         return f"{a.name:<12} const {a.value!r}"
     if a.kind == "dim":
