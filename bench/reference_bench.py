@@ -85,14 +85,27 @@ def fuzz_one(kernel: str, reference: str, inputs: str | None, *, iterations: int
     from gpuemu.target import load
 
     t0 = time.perf_counter()
+
+    def heartbeat(i, case, verdict) -> None:  # (where a run cut short by a timeout had got to)
+        if i % 50 == 0:
+            print(f"  {kernel} {dtypes or 'all dtypes'}: case {i}, {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+
     r = gpuemu.fuzz(load(kernel), reference=reference, inputs=inputs, iterations=iterations, seed=seed,
-                    dtypes=dtypes, device=device, store=store, target=kernel, max_failures=1)
+                    dtypes=dtypes, device=device, store=store, target=kernel, max_failures=1, on_case=heartbeat)
     first = r.failures[0] if r.failures else None
-    return {"kernel": kernel, "iterations": r.iterations, "passed": r.passed, "ok": r.ok, "seconds": time.perf_counter() - t0,
+    row = {"kernel": kernel, "iterations": r.iterations, "passed": r.passed, "ok": r.ok, "seconds": time.perf_counter() - t0,
             "first_failure_iteration": r.first_failure_iteration, "first_failure_seconds": r.first_failure_seconds,
             "line": first.line() if first else None, "hint": first.hint if first else None,
             "case": first.case.describe() if first else None, "limits": r.limits,
             "envelope": r.envelope.get("text") if r.envelope else None, "summary": r.summary()}
+    if _PARTIAL:  # each run as it ends (a run cut short by a timeout still leaves the ones before it)
+        with open(_PARTIAL[0], "a") as f:
+            f.write(json.dumps({"dtypes": dtypes, **row}, default=str) + "\n")
+    return row
+
+
+_PARTIAL: list = []  # the --json file's name + ".partial.jsonl", once main has parsed its arguments
 
 
 def families(args, rows: list) -> None:
@@ -200,6 +213,7 @@ def main() -> int:
     ap.add_argument("filter", nargs="*", help="only kernels whose name contains one of these")
     args = ap.parse_args()
     args.dtypes = args.dtypes.split(",")
+    _PARTIAL.append(args.json + ".partial.jsonl")
     rows: list = []
     if args.only in (None, "families"):
         families(args, rows)
