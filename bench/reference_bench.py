@@ -40,18 +40,31 @@ def _allclose(kernel_out, ref_out) -> bool:
         for k, r in zip(ks, rs))
 
 
-def allclose_family(target: str, module) -> bool:
+def _on(x, device: str):
+    """``x`` (a tensor, or a list/tuple/dict of them) on ``device``: the example call where the kernel runs."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_on(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _on(v, device) for k, v in x.items()}
+    return x
+
+
+def allclose_family(target: str, module, device: str = "cpu") -> bool:
     import torch
 
     from gpuemu.target import load
 
-    args = module.get_inputs()
+    args = _on(module.get_inputs(), device)
     with torch.no_grad():
         want = module.reference(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
     return _allclose(load(target)(*args), want)
 
 
-def allclose_problem(problem: Path, solution: Path) -> bool:
+def allclose_problem(problem: Path, solution: Path, device: str = "cpu") -> bool:
     import torch
 
     from gpuemu.schema.calls import _fork_rng, match_params, state_entries
@@ -74,9 +87,9 @@ def allclose_problem(problem: Path, solution: Path) -> bool:
             m = new.get_submodule(owner) if owner else new
             getattr(m, leaf).data = values[src].detach().clone()
     torch.manual_seed(1)
-    inputs = mod.get_inputs()
+    inputs = _on(mod.get_inputs(), device)
     with torch.no_grad():
-        return _allclose(new(*inputs), model(*inputs))
+        return _allclose(new.to(device)(*inputs), model.to(device)(*inputs))
 
 
 def fuzz_one(kernel: str, reference: str, inputs: str | None, *, iterations: int, seed: int, dtypes=None,
@@ -123,8 +136,8 @@ def families(args, rows: list) -> None:
             continue
         mod = sys.modules[load(ref).__module__]
         row = {"table": "families", "name": name, "bug": pair["buggy"].get("bug"),
-               "allclose_correct": allclose_family(pair["correct"]["target"], mod),
-               "allclose_buggy": allclose_family(pair["buggy"]["target"], mod)}
+               "allclose_correct": allclose_family(pair["correct"]["target"], mod, args.device),
+               "allclose_buggy": allclose_family(pair["buggy"]["target"], mod, args.device)}
         row["buggy"] = fuzz_one(pair["buggy"]["target"], ref, pair["buggy"]["inputs"], iterations=args.bugs,
                                 seed=args.seed + 2 * i, device=args.device, store=args.store)
         row["correct"] = [fuzz_one(pair["correct"]["target"], ref, pair["correct"]["inputs"], iterations=args.correct,
@@ -145,8 +158,8 @@ def kernelbench(args, rows: list) -> None:
         rel = d.relative_to(ROOT)
         row = {"table": "kernelbench", "name": d.name, "level": meta.get(d.name, {}).get("level"),
                "bug": meta.get(d.name, {}).get("bug"),
-               "allclose_correct": allclose_problem(d / "problem.py", d / "solution.py"),
-               "allclose_buggy": allclose_problem(d / "problem.py", d / "solution_buggy.py")}
+               "allclose_correct": allclose_problem(d / "problem.py", d / "solution.py", args.device),
+               "allclose_buggy": allclose_problem(d / "problem.py", d / "solution_buggy.py", args.device)}
         ref = f"{rel}/problem.py:Model"
         row["buggy"] = fuzz_one(f"{rel}/solution_buggy.py:ModelNew", ref, None, iterations=args.bugs,
                                 seed=args.seed + 100 + 2 * i, device=args.device, store=args.store)

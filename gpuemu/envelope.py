@@ -37,15 +37,21 @@ class Envelope:
 
     def refused_at(self, dims: Mapping[str, int], message: str, lows: Mapping[str, int], launches: Any = ()) -> None:
         """A refusal at ``dims``. The dims to cap: those whose next power of two is a block size the refused launch
-        has and no launched one had (BLOCK_D = next_power_of_2(D), the usual way a block follows a dim); else
+        has and no launched one had (BLOCK_D = next_power_of_2(D), the usual way a block follows a dim; where several
+        dims round to it, the one the block is named after: BLOCK_K, K); else
         every dim past the largest size seen launching, one below its refused size (later refusals go on). A culprit
         is capped at the larger of the largest size seen launching and half the refused size."""
         self.refused += 1
         if not self.first:
             self.since = time.monotonic()
         self.first = self.first or message
-        grown = {v for n, v in _blocks(launches).items() if v > self.blocks.get(n, 0)}
-        culprits = [d for d, v in dims.items() if v > self.launched.get(d, 0) and _pow2(v) in grown]
+        culprits: list[str] = []
+        for name, size in _blocks(launches).items():
+            if size <= self.blocks.get(name, 0):
+                continue
+            fits = [d for d, v in dims.items() if v > self.launched.get(d, 0) and _pow2(v) == size]
+            named = [d for d in fits if name.upper().endswith("_" + d.upper())]  # BLOCK_K follows K, not M or N
+            culprits += [d for d in (named or fits) if d not in culprits]
         for d in culprits or [d for d, v in dims.items() if v > self.launched.get(d, 0)]:
             v, seen = dims[d], self.launched.get(d, 0)
             cap = max(seen, v // 2, 1) if culprits else max(seen, v - 1)  # halving: refusals converge on the edge

@@ -177,7 +177,7 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
                                                    not_stored="a refused launch produces no output to replay; "
                                                               "re-run the fuzz with the same --seed"))
                 continue
-            if verdict.status in (PASS, REJECTED, FAIL):
+            if verdict.status in (PASS, REJECTED, FAIL) and ev.launches:  # (not a refusal before any launch)
                 envelope.launched_at(case.dtype, case.dims, ev.launches)  # (the GPU takes this size)
             if verdict.status in (PASS, REJECTED):
                 result.passed += 1

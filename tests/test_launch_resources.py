@@ -238,3 +238,22 @@ def test_a_refusal_caps_the_sizes_of_its_own_element_width_only():
     # a refusal that is not about shared memory (threads per block) holds for every dtype
     env.refused_at("fp16", {"N": 4096}, "k needs 2,048 threads per block on sm_90, limit 1,024", {"N": 1})
     assert env.caps_for("fp32")["N"] == env.caps_for("bf16")["N"] < 4096
+
+
+def test_a_refusal_caps_the_dim_its_grown_block_is_named_after_when_several_round_to_it():
+    # a whole-K matmul refused at BLOCK_K = 1024: M = 728 and N = 591 also round up to 1024, but only K sizes the tile
+    from types import SimpleNamespace
+
+    from gpuemu.envelope import Envelope
+
+    env = Envelope()
+    env.launched_at({"M": 4, "N": 128, "K": 129}, [SimpleNamespace(constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 256})])
+    env.refused_at({"M": 728, "N": 591, "K": 1024}, "k needs 524,288 B shared memory on sm_90, limit 232,448",
+                   {"M": 1, "N": 1, "K": 1}, [SimpleNamespace(constexprs={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 1024})])
+    assert env.caps == {"K": 512}
+    assert env.describe().startswith("launches on sm_90 for K <= 512 (")
+    # a block named after none of them: every dim that rounds to it is capped (halved)
+    other = Envelope()
+    other.refused_at({"M": 728, "K": 1024}, "k needs 524,288 B shared memory on sm_90, limit 232,448", {},
+                     [SimpleNamespace(constexprs={"TILE": 1024})])
+    assert other.caps == {"M": 364, "K": 512}

@@ -176,6 +176,14 @@ def test_a_block_shape_triton_rejects_is_still_rejected_after_valid_ones_were_ca
         _bad_shape_kernel[(3,)](y, N=6)
 
 
+def test_a_keyword_the_kernel_does_not_take_raises_as_tritons_launch_does(rt):
+    x, y = torch.arange(4.0), torch.empty(4)
+    _index_kernel[(1,)](x, y, 4, 1, BLOCK=4, num_warps=2)  # a launch option: taken
+    assert y.tolist() == x.tolist()
+    with pytest.raises(KeyError, match="Keyword argument NARROW was specified but unrecognised"):
+        _index_kernel[(1,)](x, y, 4, 1, BLOCK=4, NARROW=True)
+
+
 @pytest.mark.slow  # the whole corpus, ~16 s; each fast operation is tested alone above
 def test_the_corpus_runs_bit_for_bit_the_same_with_and_without_the_fast_paths(rt, monkeypatch):
     """Every launcher of examples/kernels on fp32 (two seeds), fp16 and bf16 cases: the runtime with its fast

@@ -1,6 +1,11 @@
-"""Pick CPU-found corpus failures for the GPU replay: the first failure of each failing launcher, one launcher per
-file, 10 in all (files in manifest order), written as `SEED TARGET` lines to bench/out/h200/replays.txt, their
-records and input snapshots copied to a small store, bench/out/h200/replay-store (the whole one is too big to carry).
+"""Pick CPU-found corpus failures for the GPU replay: the first failure of each failing launcher that a GPU can
+determine, one launcher per file, 10 in all (files in manifest order), written as `SEED TARGET` lines to
+bench/out/h200/replays.txt, their records and input snapshots copied to a small store, bench/out/h200/replay-store
+(the whole one is too big to carry).
+
+A failure whose inputs lie past the CUDA value envelope of its op (gpuemu.device_arith.undetermined: softmax-like
+logits past 2^24/log2 e, where a GPU's FMA-contracted exp2 does not determine the result) is passed over for the
+launcher's next stored failure; each one passed over is printed, so the pick is not a silent filter.
 
     python bench/h200/pick_replays.py [--json bench/out/h200/cpu-found.json] [-n 10]
 """
@@ -12,6 +17,19 @@ import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _determined_on_cuda(failure: dict) -> bool:
+    """The failure's stored inputs are inside the CUDA value envelope of its op (printed where not)."""
+    from gpuemu.device_arith import undetermined
+    from gpuemu.store import decode_tensors
+
+    rec = json.loads(Path(failure["record"]).read_text())
+    snapshot = Path(failure["record"]).parent.parent / "snapshots" / Path(rec["snapshot"]["path"]).name
+    why = undetermined(rec["op"], decode_tensors(snapshot.read_bytes()), "cuda")  # (a snapshot holds the inputs)
+    if why:
+        print(f"passed over: 0x{failure['case']['seed']:016x} {rec['target'].split('/')[-1]}: {why}")
+    return why is None
 
 
 def main() -> int:
@@ -30,7 +48,9 @@ def main() -> int:
         if file in files:
             continue
         files.add(file)
-        failure = k["failures"][0]
+        failure = next((f for f in k["failures"] if _determined_on_cuda(f)), None)
+        if failure is None:
+            continue
         seed = failure["case"]["seed"]
         record = Path(failure["record"])
         for sub, src in (("failures", record),

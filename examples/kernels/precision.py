@@ -126,7 +126,7 @@ def softmax_short_log2e(x):
     x2 = x.reshape(-1, N)
     y = torch.empty((x2.shape[0], N), dtype=x.dtype, device=x.device)
     _softmax_short_log2e_kernel[(x2.shape[0],)](x2, y, N, x2.stride(0), x2.stride(1), y.stride(0),
-                                                BLOCK_N=triton.next_power_of_2(N), NARROW=x.dtype == torch.bfloat16)
+                                                BLOCK_N=triton.next_power_of_2(N))
     return y.reshape(x.shape)
 
 

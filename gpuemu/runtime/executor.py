@@ -484,6 +484,8 @@ class _Signature:
         arguments the kernel does not take are left out, as Triton's launcher passes them: num_warps, ...)."""
         params = self.params
         kw = {k: v for k, v in kwargs.items() if k in params}
+        if len(kw) != len(kwargs):
+            _check_launch_options(kwargs, params)
         out = bind_plain(params, args, kw, partial=False) if self.plain else None
         if out is not None:
             return out
@@ -493,6 +495,36 @@ class _Signature:
 
 
 _signatures: dict[int, _Signature] = {}  # id(fn) -> its parameters
+
+
+def _launch_options() -> frozenset:
+    """The keyword arguments a Triton launch takes besides the kernel's parameters: the target's compile options
+    (num_warps, num_stages, ...), as Triton's ``JITFunction.run`` checks them."""
+    global _OPTIONS
+    if _OPTIONS is None:
+        import dataclasses
+
+        names = {"num_warps", "num_ctas", "num_stages", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                 "launch_pdl", "debug", "sanitize_overflow", "extern_libs", "warmup", "grid"}
+        try:
+            from triton.backends.nvidia.compiler import CUDAOptions
+
+            names |= {f.name for f in dataclasses.fields(CUDAOptions)}
+        except Exception:  # noqa: BLE001 - a Triton without the NVIDIA backend: the fixed list
+            pass
+        _OPTIONS = frozenset(names)
+    return _OPTIONS
+
+
+_OPTIONS: frozenset | None = None
+
+
+def _check_launch_options(kwargs: dict, params: Any) -> None:
+    """Raise as Triton's launch does for a keyword argument that is neither a parameter nor a launch option: a
+    launcher passing one runs on the CPU runtime only if it also runs on a GPU."""
+    for k in kwargs:
+        if k not in params and k not in _launch_options():
+            raise KeyError("Keyword argument %s was specified but unrecognised" % k)
 
 
 class _Bound:
