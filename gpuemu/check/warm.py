@@ -30,15 +30,25 @@ def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int) -> dict:
     jobs = [(entry.target, entry.op, entry.reference, entry.inputs, entry.schema, kw, k, per)
             for entry, kw in tasks for k in range(per)]
     failed = 0
+    seconds: dict[str, float] = {}  # launcher -> seconds its slices took (the longest bound the warm-up's wall time)
     ctx = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(_slice, os.getcwd(), device, *job) for job in jobs]
+        futures = {pool.submit(_timed_slice, os.getcwd(), device, *job): job[0] for job in jobs}
         for fut in as_completed(futures):
             try:
-                failed += not fut.result()
+                ok, took = fut.result()
             except Exception:  # noqa: BLE001 - a process that died (an illegal address): its worker compiles it
-                failed += 1
-    return {"slices": len(jobs), "seconds": time.perf_counter() - t0, "failed": failed}
+                ok, took = False, 0.0
+            failed += not ok
+            seconds[futures[fut]] = seconds.get(futures[fut], 0.0) + took
+    slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:5]
+    return {"slices": len(jobs), "seconds": time.perf_counter() - t0, "failed": failed,
+            "busy_seconds": sum(seconds.values()), "slowest": [[t, round(s, 1)] for t, s in slowest]}
+
+
+def _timed_slice(*args: Any) -> tuple[bool, float]:
+    t0 = time.perf_counter()
+    return _slice(*args), time.perf_counter() - t0
 
 
 def _slice(cwd: str, device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict,

@@ -228,7 +228,9 @@ def run(args) -> int:
     if result.warmed:
         w = result.warmed
         err(f"warmed Triton's cache first: {w['slices']} slices in {w['seconds']:.1f} s"
-            + (f" ({w['failed']} did not finish; their workers compiled those)" if w["failed"] else ""))
+            + (f" ({w['failed']} did not finish; their workers compiled those)" if w["failed"] else "")
+            + (f"; {w['busy_seconds']:.0f} s of compiling in all, longest: "
+               + ", ".join(f"{t.rsplit(':', 1)[-1]} {s:.0f} s" for t, s in w["slowest"][:3]) if w.get("slowest") else ""))
     for k in result.kernels:
         if k.level != "pass" and k.failures:
             err(f"replay {k.function}: {k.failures[0]['replay']}")
