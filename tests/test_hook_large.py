@@ -1,8 +1,13 @@
-"""Hook checks of calls too large to copy (gpuemu/hook/large.py): Inductor kernels re-run on a bounded capture
-with sampled rows compared, and graphs' matrix-product outputs checked by Freivalds' algorithm."""
+"""Hook checks of calls too large to copy (gpuemu/hook/large.py, gpuemu/backends/row_local.py): Inductor kernels
+re-run on a bounded capture (a transient scratch for outputs over the cap) with sampled rows compared, graphs'
+matrix-product outputs checked by Freivalds' algorithm, and graphs' row-local outputs on sampled rows."""
+
+import gc
+import weakref
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import gpuemu.hook as hook
 
@@ -11,9 +16,9 @@ hook.uninstall()
 
 @pytest.fixture
 def small_cap(tmp_path):
-    def make(cap):
+    def make(cap, **kw):
         return hook.install(mode="shadow", sample_rate=1.0, budget=1.0, store=tmp_path / "store", seed=0,
-                            max_capture_bytes=cap)
+                            max_capture_bytes=cap, **kw)
 
     yield make
     hook.uninstall()
@@ -69,13 +74,67 @@ def test_an_inductor_kernel_too_large_to_copy_is_rerun_on_its_outputs_only(small
     assert "sampled rows of a call too large to copy" in d.line
 
 
-def test_outputs_over_the_cap_are_still_a_skip_reason(small_cap):
+class _Recording(_Launcher):
+    """Remembers the output buffer of each launch (weakly: the test checks the scratch is freed)."""
+
+    seen: list = []
+
+    def __call__(self, x, y, n, *, stream):
+        _Recording.seen.append(weakref.ref(y))
+        super().__call__(x, y, n, stream=stream)
+
+
+def test_outputs_over_the_cap_get_a_transient_scratch(small_cap, monkeypatch):
+    """A kernel whose written output (4 KiB) alone exceeds max_capture_bytes (1 KiB) is re-run into a poisoned
+    scratch within max_scratch_bytes, freed when the check ends; a wrong re-run is caught."""
     from gpuemu.hook import inductor
 
-    rt = small_cap(1 << 10)
+    rt = small_cap(1 << 10, max_scratch_bytes=8 << 10)
+    monkeypatch.setattr(__name__ + "._Launcher", _Recording)
     x = torch.randn(1024, 256)
-    inductor._shadowed(rt, _original, _tuner(1.0), (x, torch.empty(1024), 1024), {"stream": 0})
-    assert rt.stats.skip_reasons.get("outputs exceed max_capture_bytes") == 1
+    for alt in (1.0, 1.5):
+        y = torch.empty(1024)
+        inductor._shadowed(rt, _original, _tuner(alt), (x, y, 1024), {"stream": 0})
+        assert torch.equal(y, x.sum(-1))
+    st = rt.stats
+    assert st.checks_by_source.get("inductor kernel (sampled rows)") == 2 and st.passed == 1, st.to_dict()
+    assert not st.skip_reasons
+    (d,) = rt.divergences
+    assert "sampled rows of a call too large to copy" in d.line
+    gc.collect()
+    scratch = [r for r in _Recording.seen if r() is not y]  # (the real launches wrote y; the re-runs a scratch)
+    assert scratch and all(r() is None for r in scratch)
+
+
+def test_outputs_over_the_scratch_limit_are_a_skip_reason(small_cap):
+    from gpuemu.hook import inductor
+
+    rt = small_cap(1 << 10, max_scratch_bytes=2 << 10)
+    x = torch.randn(1024, 256)
+    inductor._shadowed(rt, _original, _tuner(1.5), (x, torch.empty(1024), 1024), {"stream": 0})
+    assert rt.stats.skip_reasons == {"outputs exceed max_capture_bytes and max_scratch_bytes": 1}
+    assert not rt.divergences
+
+
+def test_the_scratch_takes_at_most_a_quarter_of_free_device_memory(small_cap, monkeypatch):
+    from gpuemu.hook import large
+
+    rt = small_cap(1 << 10)
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev: (3000, 10_000))
+    assert "a quarter of free device memory" in large.scratch_refused(rt, 1000, cuda, what="outputs")
+    assert large.scratch_refused(rt, 1000, torch.device("cpu"), what="outputs") is None
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev: (4000, 10_000))
+    assert large.scratch_refused(rt, 1000, cuda, what="outputs") is None
+
+
+def test_max_scratch_bytes_is_validated():
+    from gpuemu.errors import InvalidArgument
+    from gpuemu.hook.settings import resolve_settings
+
+    assert resolve_settings(mode="shadow").max_scratch_bytes == 4 << 30
+    with pytest.raises(InvalidArgument, match="max_scratch_bytes"):
+        resolve_settings(mode="shadow", max_scratch_bytes=-1)
 
 
 class _Head(torch.nn.Module):
@@ -123,3 +182,186 @@ def test_freivalds_finds_a_scaled_product(small_cap):
     assert rt.stats.checks_by_source.get("graph (Freivalds)") == 1
     (d,) = rt.divergences
     assert "Freivalds" in d.line and "fails Freivalds' check" in d.line
+
+
+# ---------------------------------------------------------------------- graphs: sampled rows
+class _LMLoss(torch.nn.Module):
+    """An LM head and its cross-entropy loss in two graphs (a graph break between), as GPT-2's training step
+    has them: the loss graph's input is the [tokens, vocab] logits, its backward's output their gradient."""
+
+    def __init__(self, vocab=512, hidden=64):
+        super().__init__()
+        self.head = _Head(vocab, hidden)
+
+    def forward(self, h, targets):
+        logits = self.head(h)
+        torch._dynamo.graph_break()
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-100)
+
+
+def test_the_loss_graphs_of_an_lm_head_are_checked_on_sampled_rows(small_cap):
+    """Forward (log-softmax, saved for the backward) and backward (the logits' gradient) of the loss are
+    row-local; the loss itself, a mean over every row, is not compared, and stats() says so."""
+    rt = small_cap(32 << 10)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _LMLoss()
+    compiled = torch.compile(model, backend="gpuemu", options={"backend": "aot_eager"})
+    h = torch.randn(4, 128, 64, requires_grad=True)
+    t = torch.randint(0, 512, (4, 128))
+    t[0, :5] = -100
+    loss = compiled(h, t)
+    loss.backward()
+    h2 = h.detach().clone().requires_grad_(True)
+    ref = model(h2, t)
+    ref.backward()
+    assert torch.allclose(loss, ref) and torch.allclose(h.grad, h2.grad, atol=1e-6)
+    st = rt.stats
+    assert st.checks_by_source.get("graph (sampled rows)") == 2, st.to_dict()  # the loss's forward and backward
+    assert st.checks_by_source.get("graph (Freivalds)") == 2, st.to_dict()  # the head's (as before)
+    assert not st.skip_reasons and not rt.divergences and not st.internal_errors, st.to_dict()
+    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2}  # (loss, total weight)
+
+
+def _last_row_off(fx_g, example_inputs):
+    """An aot_eager compiler with a planted bug: the last row (always sampled) of every 2-D+ float output 1% off."""
+    def run(args):
+        out = fx_g(*args)
+        bad = []
+        for o in out:
+            if isinstance(o, torch.Tensor) and o.is_floating_point() and o.dim() >= 2:
+                o = o.clone()
+                o.view(-1, o.shape[-1])[-1] *= 1.01
+            bad.append(o)
+        return type(out)(bad)
+
+    run._boxed_call = True
+    return run
+
+
+def _loss(logits, targets):
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def test_a_wrong_row_of_a_row_local_output_is_a_divergence(small_cap, monkeypatch):
+    import torch._dynamo.backends.debugging as debugging
+
+    rt = small_cap(32 << 10)
+    monkeypatch.setattr(debugging, "boxed_nop", _last_row_off)
+    torch._dynamo.reset()
+    compiled = torch.compile(_loss, backend="gpuemu", options={"backend": "aot_eager"})
+    logits = torch.randn(4, 256, 512, requires_grad=True)
+    compiled(logits, torch.randint(0, 512, (4, 256))).backward()
+    st = rt.stats
+    assert st.checks_by_source.get("graph (sampled rows)") == 2 and st.divergences == 2, st.to_dict()
+    d = rt.divergences[0]
+    assert "sampled rows" in d.line and "too large to copy" in d.line
+
+
+def test_a_graph_not_provably_row_local_stays_a_skip(small_cap):
+    """A cumulative sum along the rows, and an op the analysis does not know (flip), are not row-local:
+    no output is compared and the skip reason says why."""
+    rt = small_cap(32 << 10)
+    torch._dynamo.reset()
+    for fn, why in ((lambda x: x.cumsum(0) * 2, "aten.cumsum.default works along a row dim"),
+                    (lambda x: x.flip(-1) * 2, "aten.flip.default is not known to be row-local")):
+        with torch.no_grad():
+            out = torch.compile(fn, backend="gpuemu", options={"backend": "aot_eager"})(torch.randn(256, 512))
+        assert out.shape == (256, 512)
+        assert any(why in r and r.startswith("graph inputs exceed max_capture_bytes") for r in rt.stats.skip_reasons), \
+            rt.stats.skip_reasons
+    assert "graph (sampled rows)" not in rt.stats.checks_by_source and rt.stats.passed == 0, rt.stats.to_dict()
+
+
+def test_inductor_decomposed_cross_entropy_is_row_local():
+    """The loss graphs as Inductor sees them (decomposed: amax, exp, sum, gather, scatter, full, where):
+    the restricted graph on sampled rows gives exactly those rows of the full graph."""
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.decomposition import select_decomp_table
+
+    from gpuemu.backends.row_local import plan_rows, take_rows
+
+    seen = []
+
+    def keep(kind):
+        def compile_(gm, example_inputs):
+            seen.append((kind, gm))
+            return make_boxed_func(gm.forward)
+
+        return compile_
+
+    be = aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw"), decompositions=select_decomp_table(),
+                      partition_fn=min_cut_rematerialization_partition)
+    torch._dynamo.reset()
+    logits = torch.randn(2, 96, 50, requires_grad=True)
+    t = torch.randint(0, 50, (2, 96))
+    t[1, 3] = -100
+    torch.compile(lambda x, y: F.cross_entropy(x.float().view(-1, 50), y.view(-1)), backend=be)(logits, t).backward()
+    assert [k for k, _ in seen] == ["fw", "bw"]
+    g = torch.Generator().manual_seed(0)
+    for kind, gm in seen:
+        plan = plan_rows(gm, cap_bytes=1 << 30, rows=8)
+        assert not isinstance(plan, str), plan
+        assert plan.n_rows == 192 and plan.m == 8 and plan.outputs
+        args = [torch.randn(p.meta["val"].shape, generator=g) if p.meta["val"].is_floating_point() else
+                torch.randint(0, 50, p.meta["val"].shape, generator=g)
+                for p in gm.graph.nodes if p.op == "placeholder"]
+        full = gm(*args)
+        idx = [0, 3, 7, 64, 99, 100, 150, 191]
+        rows = plan.gm(*[take_rows(a, k, idx) for a, k in zip(args, plan.inputs)])
+        for (i, k), r in zip(plan.outputs.items(), rows):
+            torch.testing.assert_close(r, take_rows(full[i], k, idx), rtol=0, atol=0)
+
+
+_B, _T, _V = 3, 40, 24
+
+
+def _row_local_ops(x, t, w, b):
+    """x [B, T, V] logits-like, t [B, T] indices, w [V, 8] whole, b [1, 1, V] whole, broadcast over rows."""
+    y = (x + b).float() * 0.5
+    s = y.log_softmax(-1) - y.amax(-1, keepdim=True) + y.logsumexp(-1, keepdim=True) + y.var(-1, keepdim=True)
+    g = s.gather(-1, t.unsqueeze(-1).clamp(0, _V - 1))  # [B, T, 1]
+    flat = s.reshape(-1, _V)  # [B*T, V]
+    z = flat.index_select(1, torch.arange(0, _V, 2)) @ w[::2]  # [B*T, 8]
+    sc = torch.zeros_like(flat).scatter(1, t.reshape(-1, 1).clamp(0, _V - 1), 1.0)
+    u = s.unsqueeze(-1).permute(0, 1, 3, 2).transpose(2, 3).squeeze(-1)[..., 1:5]  # (non-row dims moved)
+    u = u + s.unsqueeze(1).mul(2).reshape(_B, _T, _V)[..., :4]  # (a size-1 dim among the row dims)
+    e = g.expand(_B, _T, 5) + torch.full((_B, _T, 5), 2.0)
+    return (g, z, sc, u, e, s.sum())  # (the last reduces over rows: not compared)
+
+
+def test_the_row_rules_are_identities_of_indexing():
+    """Each rule (broadcast of a whole operand, reductions, softmax, gather/scatter/index_select, views that
+    keep the rows, moves of other dims, expand, constants, mm by a whole matrix): the restricted graph on the
+    sampled rows gives exactly those rows of the full graph."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from gpuemu.backends.row_local import plan_rows, take_rows
+
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(_B, _T, _V, generator=g), torch.randint(-2, _V + 2, (_B, _T), generator=g),
+            torch.randn(_V, 8, generator=g), torch.randn(1, 1, _V, generator=g))
+    gm = make_fx(_row_local_ops)(*args)
+    plan = plan_rows(gm, cap_bytes=1 << 30, rows=7)
+    assert not isinstance(plan, str), plan
+    assert sorted(plan.outputs) == [0, 1, 2, 3, 4] and list(plan.unchecked.values()) == [
+        "aten.sum.default reduces over rows"]
+    full = gm(*args)
+    idx = [0, 1, 39, 40, 77, 100, 119]
+    rows = plan.gm(*[take_rows(a, k, idx) for a, k in zip(args, plan.inputs)])
+    for (i, k), r in zip(plan.outputs.items(), rows):
+        torch.testing.assert_close(r, take_rows(full[i], k, idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.cumsum(0), lambda x: x.t() * 1, lambda x: x.sum(0),
+                                lambda x: x.reshape(-1) * 1, lambda x: x.roll(1, -1),
+                                lambda x: x + torch.arange(x.shape[0]).unsqueeze(-1)])
+def test_what_moves_or_mixes_rows_is_not_row_local(fn):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from gpuemu.backends.row_local import plan_rows
+
+    gm = make_fx(fn)(torch.randn(200, 16))
+    why = plan_rows(gm, cap_bytes=1 << 30)
+    assert isinstance(why, str) and why.startswith("no output is row-local"), why

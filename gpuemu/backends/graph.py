@@ -165,10 +165,8 @@ class ShadowedGraph:
 
         from .fp64 import Fp64Mode, to_fp64
 
-        if "__freivalds__" in pre:  # a call too large to copy: its matrix products, by Freivalds (hook/large.py)
-            from ..hook.large import freivalds_judge
-
-            return freivalds_judge(rt, chk, self.gm, pre["__freivalds__"], args, flat_outputs(out), self.label)
+        if pre.get("__large__"):  # a call too large to copy: Freivalds and sampled rows (_large_judge)
+            return _large_judge(rt, chk, self, pre, args, flat_outputs(out))
         inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
         with torch.no_grad():
             if getattr(self, "_gm64", None) is None:
@@ -287,10 +285,8 @@ class AotGraphShadow:
 
         from .fp64 import Fp64Mode, to_fp64
 
-        if "__freivalds__" in pre:  # a call too large to copy: its matrix products, by Freivalds (hook/large.py)
-            from ..hook.large import freivalds_judge
-
-            return freivalds_judge(rt, chk, self.gm, pre["__freivalds__"], args, flat_outputs(out), self.label)
+        if pre.get("__large__"):  # a call too large to copy: Freivalds and sampled rows (_large_judge)
+            return _large_judge(rt, chk, self, pre, args, flat_outputs(out))
         inputs = [pre.get(str(i), a) for i, a in enumerate(args)]
         with torch.no_grad(), _no_autocast():
             if self._gm64 is None:
@@ -380,8 +376,7 @@ def _fp64_copy(gm: Any) -> Any:
 def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[str, Any]:
     """A graph call's dtype label (its first float argument's) and the capture step of its check: the
     tensor arguments copied, unless the graph draws random numbers (an eager re-run would differ) or the
-    copies would exceed ``max_capture_bytes``: then its matrix-product outputs are checked by Freivalds'
-    algorithm where ``gm`` has some (gpuemu/hook/large.py), else it is a skip reason."""
+    copies would exceed ``max_capture_bytes``: then :func:`_large_capture` decides."""
     import torch
 
     from ..hook.capture import capture, storage_bytes
@@ -395,17 +390,117 @@ def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[st
         if random:
             chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
         elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-            from ..hook.large import freivalds_plan
-
-            plan = freivalds_plan(gm) if gm is not None else []
-            if plan:
-                return {"__freivalds__": plan}
-            chk.skip("graph inputs exceed max_capture_bytes (and no output is a matrix product of tensors at hand)")
+            return _large_capture(rt, chk, gm)
         else:
             return capture(tensors)
         return None
 
     return dtype, capture_
+
+
+_row_plans: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()  # gm -> (cap, plan, fp64 copy)
+
+
+def _row_plan(gm: Any, cap: int) -> tuple[Any, Any]:
+    """(the sampled-rows plan of ``gm`` or why there is none, its restricted graph in fp64), once per graph."""
+    from .row_local import plan_rows
+
+    hit = _row_plans.get(gm)
+    if hit is None or hit[0] != cap:
+        plan = plan_rows(gm, cap_bytes=cap)
+        hit = _row_plans[gm] = (cap, plan, None if isinstance(plan, str) else _fp64_copy(plan.gm))
+    return hit[1], hit[2]
+
+
+def _large_capture(rt: Any, chk: Any, gm: Any) -> dict | None:
+    """The capture step of a graph call too large to copy: nothing is copied; the outputs that are matrix
+    products of tensors at hand get Freivalds' check (gpuemu/hook/large.py), the row-local ones a re-run on
+    sampled rows (gpuemu/backends/row_local.py); a graph with neither is a skip reason that says why."""
+    from ..hook.large import freivalds_plan
+    from ..telemetry import ATTR_CHECK
+
+    fplan = freivalds_plan(gm) if gm is not None else []
+    rplan, gm64 = _row_plan(gm, rt.settings.max_scratch_bytes) if gm is not None else ("no graph", None)
+    if isinstance(rplan, str) and not fplan:
+        chk.skip(f"graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; {rplan})")
+        return None
+    pre: dict = {"__large__": True}
+    if fplan:
+        pre["__freivalds__"] = fplan
+    if not isinstance(rplan, str):
+        pre["__rows__"] = (rplan, gm64)
+    kind = "graph.freivalds+rows" if fplan and "__rows__" in pre else "graph.freivalds" if fplan else "graph.rows"
+    chk.kind = chk.attrs[ATTR_CHECK] = kind
+    return pre
+
+
+def _large_judge(rt: Any, chk: Any, shadow: Any, pre: dict, args: Any, compiled: list) -> None:
+    """Freivalds' check, then the sampled rows' (the worst verdict stands; the first divergence ends it)."""
+    if "__freivalds__" in pre:
+        from ..hook.large import freivalds_judge
+
+        freivalds_judge(rt, chk, shadow.gm, pre["__freivalds__"], list(args), compiled, shadow.label)
+        if chk.divergence is not None:
+            return
+    if "__rows__" in pre:
+        _rows_judge(rt, chk, shadow, *pre["__rows__"], list(args), compiled)
+
+
+def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list, compiled: list) -> None:
+    """The compiled row-local outputs at sampled rows against the graph evaluated on those rows of its inputs
+    (in fp64, and in the original dtypes as the control), by the graph judge. Outputs that are not row-local
+    (a mean loss over every row) are counted in ``stats()["outputs_unchecked"]`` by reason, and in the check's
+    ``gpuemu.outputs_unchecked`` attribute."""
+    import torch
+
+    from ..compare import FAIL, PASS
+    from ..hook.large import sample_rows, scratch_refused
+    from .fp64 import Fp64Mode, to_fp64
+    from .row_local import take_rows
+
+    prior = chk.verdict  # (Freivalds', when the graph also has matrix-product outputs)
+    st = rt.stats
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    why = scratch_refused(rt, plan.est_bytes, device, what="sampled rows")
+    if any(isinstance(a, torch.Tensor) and want is not None and tuple(a.shape) != want
+           for a, want in zip(args, plan.shapes)):
+        why = "graph inputs' shapes differ from the traced graph's (no sampled rows)"
+    if why and prior is None:
+        chk.skip(why)
+        return
+    unchecked = dict(plan.unchecked) if not why else {i: why for i in [*plan.outputs, *plan.unchecked]}
+    for reason in unchecked.values():
+        st.outputs_unchecked[reason] = st.outputs_unchecked.get(reason, 0) + 1
+    chk.attrs["gpuemu.outputs_unchecked"] = len(unchecked)
+    if why:  # (Freivalds' verdict stands; the row-local outputs are counted as unchecked, with why)
+        return
+    idx = sample_rows(plan.n_rows, seed=st.checks + plan.n_rows)
+    with torch.no_grad(), _no_autocast():
+        inputs = [take_rows(a, k, idx) if isinstance(a, torch.Tensor) else a for a, k in zip(args, plan.inputs)]
+        got = [take_rows(compiled[i], k, idx) for i, k in plan.outputs.items()]
+        mode = Fp64Mode()
+        with mode:
+            ref = flat_outputs(gm64(*[to_fp64(x) for x in inputs]))
+        eager = flat_outputs(plan.gm(*inputs))
+    verdict, j, notes = judge_outputs(got, ref, eager, rt.tolerances, skip=mode.aux)
+    if verdict is None:
+        if prior is None:
+            chk.skip("no floating output to judge")
+        return
+    if prior is not None and prior.status == PASS and verdict.status == PASS \
+            and (prior.worst_ratio or 0) > (verdict.worst_ratio or 0):
+        return
+    chk.verdict = verdict
+    if verdict.status != FAIL:
+        return
+    out_i = list(plan.outputs)[j]
+    hook = {"inner": shadow.inner, "label": shadow.label, "graph_kind": getattr(shadow, "kind", "graph.forward"),
+            "output_index": j, "graph_output_index": out_i, "rows": idx, "n_rows": plan.n_rows,
+            "outputs_unchecked": {str(i): why for i, why in plan.unchecked.items()}, "notes": notes}
+    record, tensors = _divergence_record(plan.gm, hook, inputs, got, scalars=True)
+    rt.diverged(chk, verdict, what=f"compiled {shadow.label} output {out_i} vs fp64 eager on {len(idx)} sampled rows "
+                                   f"of {plan.n_rows} (a call too large to copy; inner backend {shadow.inner})",
+                shape=list(compiled[out_i].shape), record=record, tensors=tensors)
 
 
 def _divergence_record(gm: Any, hook: dict, inputs: Any, compiled: list, *, scalars: bool = False) -> tuple[dict, dict]:

@@ -52,7 +52,8 @@ def install(*, mode: str | None = None, sample_rate: float | None = None, budget
     """Install (or re-install with new settings) the hook; returns the Runtime, or None when mode is off.
 
     Arguments override the environment, which overrides ``gpuemu.yaml`` and the rule packs. ``limits``:
-    ``max_snapshot_bytes``, ``max_store_bytes``, ``max_capture_bytes``, ``snapshots_per_key``, ``seed``.
+    ``max_snapshot_bytes``, ``max_store_bytes``, ``max_capture_bytes``, ``max_scratch_bytes``,
+    ``snapshots_per_key``, ``seed``.
     Telemetry providers default to OpenTelemetry's global ones.
 
     >>> rt = install(mode="shadow", sample_rate=0.05)     # doctest: +SKIP

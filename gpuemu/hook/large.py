@@ -67,15 +67,37 @@ def inductor_capture(rt: Any, chk: Any, tensors: dict) -> dict | None:
     if any(t.untyped_storage().data_ptr() in reads for t in written.values()):
         chk.skip("an output shares memory with an input (no bounded capture)")
         return None
-    if storage_bytes(written.values()) > rt.settings.max_capture_bytes:
-        chk.skip("outputs exceed max_capture_bytes")
-        return None
     inout = {n: t for n, t in written.items() if _role(n) == "inout"}
+    if storage_bytes(written.values()) > rt.settings.max_capture_bytes:
+        if storage_bytes(inout.values()) > rt.settings.max_capture_bytes:
+            chk.skip("read-write outputs exceed max_capture_bytes")
+            return None
+        outs = [t for n, t in written.items() if n not in inout]
+        why = scratch_refused(rt, storage_bytes(outs), outs[0].device if outs else None, what="outputs")
+        if why:
+            chk.skip(why)
+            return None
     pre = capture(inout)
     from ..telemetry import ATTR_CHECK
 
     chk.kind = chk.attrs[ATTR_CHECK] = "rerun (sampled rows)"
     return {"__sampled__": True, "copies": pre}
+
+
+def scratch_refused(rt: Any, need: int, device: Any, *, what: str) -> str | None:
+    """Why ``need`` bytes of transient scratch on ``device`` (the poisoned outputs of a kernel's re-run, a
+    graph's sampled-rows evaluation) may not be allocated now, or None: they must fit ``max_scratch_bytes`` and,
+    on CUDA, a quarter of the device's free memory at that moment (the host's own allocations come first; the
+    scratch lives for the check only)."""
+    if need > rt.settings.max_scratch_bytes:
+        return f"{what} exceed max_capture_bytes and max_scratch_bytes"
+    if device is not None and getattr(device, "type", None) == "cuda":
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(device)
+        if need > free // 4:
+            return f"{what} exceed max_capture_bytes and a quarter of free device memory (scratch)"
+    return None
 
 
 def _poisoned_like(t: Any) -> Any:
@@ -110,25 +132,39 @@ def inductor_judge(rt: Any, chk: Any, launcher: Any, how: str, names: list, args
 
     from ..judge import judge_pair, rms_scale
     from ..oracle import FAIL
+    from .capture import storage_bytes
 
     copies = pre["copies"]
-    scratch = {n: (copies[n].clone() if n in copies else _poisoned_like(t)) for n, t in tensors.items()
-               if _role(n) != "in"}
+    outs = [t for n, t in tensors.items() if _role(n) != "in" and n not in copies]
+    need = storage_bytes(outs)
+    why = scratch_refused(rt, need, outs[0].device, what="outputs") if need > rt.settings.max_capture_bytes else None
+    if why:  # (checked again: the real call ran since the capture, and the device's free memory moved)
+        chk.skip(why)
+        return
+    try:
+        scratch = {n: (copies[n].clone() if n in copies else _poisoned_like(t)) for n, t in tensors.items()
+                   if _role(n) != "in"}
+    except torch.OutOfMemoryError:
+        chk.skip("scratch allocation failed: out of memory")
+        return
     new_args = tuple(scratch.get(n, a) for n, a in zip(names, args))
     with torch.no_grad():
         launcher(*new_args, **{k: v for k, v in kwargs.items() if k != "benchmark_run"})
-    worst = worst_n = None
     rows_seen: dict = {}
-    for n, real in scratch.items():
+    alt = None
+    for n, alt in scratch.items():
         if tensors[n].numel() == 0:
             continue
         rows = tensors[n].reshape(-1, tensors[n].shape[-1]).shape[0] if tensors[n].dim() >= 2 else tensors[n].numel()
         idx = sample_rows(rows, seed=rt.stats.checks + rows)
-        r_real, r_alt = _rows(tensors[n], idx), _rows(real, idx)
+        r_real, r_alt = _rows(tensors[n], idx), _rows(alt, idx)
         if n not in copies:  # (only what the re-run wrote: a kernel writing part of a buffer leaves the rest)
             unwritten = r_alt.isnan() if r_alt.is_floating_point() else r_alt == torch.iinfo(r_alt.dtype).min
             r_alt = torch.where(unwritten, r_real, r_alt)
         rows_seen[n] = (idx, r_real, r_alt)
+    del scratch, new_args, alt  # (the scratch lives for the re-run only; the sampled rows are copies)
+    worst = worst_n = None
+    for n, (idx, r_real, r_alt) in rows_seen.items():
         v = judge_pair(r_real, r_alt, tolerances=rt.tolerances, what="inductor", scale=rms_scale,
                        scale_doc=f"max(|out|, |out of {how}|, rms) over {len(idx)} sampled rows")
         if worst is None or (v.status == FAIL and (worst.status != FAIL or (v.worst_ratio or 0) > (worst.worst_ratio or 0))):
@@ -270,9 +306,6 @@ def freivalds_judge(rt: Any, chk: Any, gm: Any, plan: list, args: list, compiled
     for o, c in zip(outs, compiled):
         if hasattr(o, "op"):
             env[o] = c
-    from ..telemetry import ATTR_CHECK
-
-    chk.kind = chk.attrs[ATTR_CHECK] = "graph.freivalds"
     worst = None
     g = torch.Generator(device="cpu").manual_seed(rt.stats.checks)
     with torch.no_grad():

@@ -20,12 +20,15 @@ from typing import Any, Callable
 
 # what stats() counts checks by (the sources), from the record's source and check kind
 LABELS = ("graph forward", "graph backward", "inductor kernel", "triton kernel", "@shadow",
-          "graph (Freivalds)", "inductor kernel (sampled rows)")  # (the last two: calls too large to copy)
+          "graph (Freivalds)", "graph (sampled rows)", "graph (Freivalds + sampled rows)",
+          "inductor kernel (sampled rows)")  # (the last four: calls too large to copy, gpuemu/hook/large.py)
+_LARGE = {"graph.freivalds": "graph (Freivalds)", "graph.rows": "graph (sampled rows)",
+          "graph.freivalds+rows": "graph (Freivalds + sampled rows)"}
 
 
 def label(source: str, kind: str) -> str:
-    if kind == "graph.freivalds":
-        return "graph (Freivalds)"
+    if kind in _LARGE:
+        return _LARGE[kind]
     if kind == "rerun (sampled rows)":
         return "inductor kernel (sampled rows)"
     if source == "torch.compile":

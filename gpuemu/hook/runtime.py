@@ -97,6 +97,8 @@ class Stats:
     checks_by_source: dict = field(default_factory=dict)
     divergences_by_source: dict = field(default_factory=dict)
     arms: dict = field(default_factory=dict)  # windows opened, by reason (install, compile, schedule)
+    # outputs a check left uncompared, by reason (a sampled-rows check of a graph: a mean loss over every row)
+    outputs_unchecked: dict = field(default_factory=dict)
 
     def skip(self, reason: str) -> None:
         """A call that should have been checked and was not (or a check that could not judge)."""
@@ -105,7 +107,8 @@ class Stats:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__, skip_reasons=dict(self.skip_reasons), checks_by_source=dict(self.checks_by_source),
-                    divergences_by_source=dict(self.divergences_by_source), arms=dict(self.arms))
+                    divergences_by_source=dict(self.divergences_by_source), arms=dict(self.arms),
+                    outputs_unchecked=dict(self.outputs_unchecked))
 
 
 class Check:

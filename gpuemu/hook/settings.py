@@ -17,7 +17,10 @@ rulepack           GPUEMU_RULEPACK        extra rule packs (tolerances, ``hook``
 
 Limits that are arguments of :func:`gpuemu.hook.install` only: ``max_snapshot_bytes`` (per
 divergence), ``max_store_bytes`` (the whole store), ``max_capture_bytes`` (tensors copied for one
-check), ``snapshots_per_key`` (divergences stored per kernel/graph, dtype and shape bucket).
+check), ``max_scratch_bytes`` (the poisoned output buffers an Inductor kernel too large to copy is re-run
+into, allocated for the re-run and freed right after it; on CUDA also at most a quarter of the device's free
+memory at that moment; default 4 GiB), ``snapshots_per_key`` (divergences stored per kernel/graph, dtype and
+shape bucket).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ MODES = ("off", "shadow", "strict")
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 MAX_STORE_BYTES = 1024 * 1024 * 1024
 MAX_CAPTURE_BYTES = 1024 * 1024 * 1024
+MAX_SCRATCH_BYTES = 4 * 1024 * 1024 * 1024
 SNAPSHOTS_PER_KEY = 1
 
 
@@ -51,6 +55,7 @@ class HookSettings:
     max_snapshot_bytes: int = MAX_SNAPSHOT_BYTES
     max_store_bytes: int = MAX_STORE_BYTES
     max_capture_bytes: int = MAX_CAPTURE_BYTES
+    max_scratch_bytes: int = MAX_SCRATCH_BYTES
     snapshots_per_key: int = SNAPSHOTS_PER_KEY
     seed: int | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -89,8 +94,8 @@ def resolve_settings(*, mode: str | None = None, sample_rate: float | None = Non
                      store: str | os.PathLike | None = None, rulepack: tuple[str, ...] | list[str] = (),
                      env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
                      max_snapshot_bytes: int = MAX_SNAPSHOT_BYTES, max_store_bytes: int = MAX_STORE_BYTES,
-                     max_capture_bytes: int = MAX_CAPTURE_BYTES, snapshots_per_key: int = SNAPSHOTS_PER_KEY,
-                     seed: int | None = None) -> HookSettings:
+                     max_capture_bytes: int = MAX_CAPTURE_BYTES, max_scratch_bytes: int = MAX_SCRATCH_BYTES,
+                     snapshots_per_key: int = SNAPSHOTS_PER_KEY, seed: int | None = None) -> HookSettings:
     """Resolve and validate the hook's settings through :func:`gpuemu.config.resolve`.
 
     >>> resolve_settings(mode="off").active
@@ -113,12 +118,14 @@ def resolve_settings(*, mode: str | None = None, sample_rate: float | None = Non
     _check(isinstance(bud, (int, float)) and not isinstance(bud, bool) and 0.0 < float(bud) <= 1.0, src,
            "budget", "GPUEMU_BUDGET", bud, "use a fraction of wall time, 0 < budget <= 1 (0.05 = 5%)")
     for name, v in (("max_snapshot_bytes", max_snapshot_bytes), ("max_store_bytes", max_store_bytes),
-                    ("max_capture_bytes", max_capture_bytes), ("snapshots_per_key", snapshots_per_key)):
+                    ("max_capture_bytes", max_capture_bytes), ("max_scratch_bytes", max_scratch_bytes),
+                    ("snapshots_per_key", snapshots_per_key)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise InvalidArgument(f"install({name}={v!r}): expected an integer >= 0")
     bindings = parse_bindings(s.bindings, source="+".join(Path(p).name for p in s.layers))
     return HookSettings(mode=m, sample_rate=float(rate), budget=float(bud), store=Path(s.store), bindings=bindings,
                         tolerances=s.tolerance_table(), rulepacks=tuple(str(p) for p in rulepack),
                         max_snapshot_bytes=max_snapshot_bytes, max_store_bytes=max_store_bytes,
-                        max_capture_bytes=max_capture_bytes, snapshots_per_key=snapshots_per_key, seed=seed,
+                        max_capture_bytes=max_capture_bytes, max_scratch_bytes=max_scratch_bytes,
+                        snapshots_per_key=snapshots_per_key, seed=seed,
                         sources=src)
