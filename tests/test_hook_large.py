@@ -365,3 +365,44 @@ def test_what_moves_or_mixes_rows_is_not_row_local(fn):
     gm = make_fx(fn)(torch.randn(200, 16))
     why = plan_rows(gm, cap_bytes=1 << 30)
     assert isinstance(why, str) and why.startswith("no output is row-local"), why
+
+
+def _logits_and_log_probs(h, w):
+    logits = h @ w.t()
+    return logits, logits.float().log_softmax(-1)
+
+
+def _output_off(which):
+    """An aot_eager compiler with a planted bug in forward output ``which`` only (its last row 1% off)."""
+    def compiler(fx_g, example_inputs):
+        def run(args):
+            out = list(fx_g(*args))
+            o = out[which].clone()
+            o.view(-1, o.shape[-1])[-1] *= 1.01
+            out[which] = o
+            return out
+
+        run._boxed_call = True
+        return run
+
+    return compiler
+
+
+@pytest.mark.parametrize("bug", [None, 0, 1])
+def test_freivalds_and_sampled_rows_share_a_graph(small_cap, monkeypatch, bug):
+    """Logits (a matrix product of the inputs: Freivalds) and their log-softmax (row-local: sampled rows) of one
+    inference graph over the cap: one check of both; a wrong row in either output is a divergence."""
+    import torch._dynamo.backends.debugging as debugging
+
+    rt = small_cap(32 << 10)
+    if bug is not None:
+        monkeypatch.setattr(debugging, "boxed_nop", _output_off(bug))
+    torch._dynamo.reset()
+    compiled = torch.compile(_logits_and_log_probs, backend="gpuemu", options={"backend": "aot_eager"})
+    with torch.no_grad():
+        compiled(torch.randn(512, 64), torch.randn(256, 64))
+    st = rt.stats
+    assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1}, st.to_dict()
+    assert st.divergences == (0 if bug is None else 1) and st.passed == (1 if bug is None else 0), st.to_dict()
+    if bug is not None:
+        assert ("Freivalds" if bug == 0 else "sampled rows") in rt.divergences[0].line

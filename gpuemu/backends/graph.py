@@ -30,6 +30,10 @@ while the hook is disarmed and the shadow's only while armed (:func:`arm_all` / 
 With CUDA graphs (``mode="reduce-overhead"``) the replay happens inside that callable, so the graph is
 still checked as a whole; its kernels, replayed by the CUDA graph, are not checked one by one, and each
 such checked call says so in ``skip_reasons``.
+
+A call whose inputs are too large to copy (past ``max_capture_bytes``) is not re-run whole
+(:func:`_large_capture`): its matrix-product outputs get Freivalds' check (gpuemu/hook/large.py) and its
+row-local outputs a re-run on sampled rows (gpuemu/backends/row_local.py, :func:`_rows_judge`).
 """
 
 from __future__ import annotations
@@ -420,7 +424,11 @@ def _large_capture(rt: Any, chk: Any, gm: Any) -> dict | None:
     from ..telemetry import ATTR_CHECK
 
     fplan = freivalds_plan(gm) if gm is not None else []
-    rplan, gm64 = _row_plan(gm, rt.settings.max_scratch_bytes) if gm is not None else ("no graph", None)
+    try:
+        rplan, gm64 = _row_plan(gm, rt.settings.max_scratch_bytes) if gm is not None else ("no graph", None)
+    except Exception as e:  # gpuemu's own failure: counted, and Freivalds' check still runs
+        rt.internal_error("torch.compile/rows/plan", e)
+        rplan, gm64 = f"row analysis failed ({type(e).__name__})", None
     if isinstance(rplan, str) and not fplan:
         chk.skip(f"graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; {rplan})")
         return None

@@ -10,7 +10,7 @@ call's size.
 **The analysis** (:func:`plan_rows`) gives every value of the graph a *row state*:
 
 * ``k >= 1``: the value's leading ``k`` dims flatten to the row index (their product is the row count ``N``,
-  the leading dims' product of the largest input), and its rows at the sampled indices are what the graph
+  the leading dims' product of an input), and its rows at the sampled indices are what the graph
   computes from the inputs' rows at those indices. Restricted, it has shape ``[m, *shape[k:]]``.
 * ``WHOLE`` (0): it does not depend on any row-indexed value (a scalar, a weight, a count); computed whole.
 * ``None``: anything else; never evaluated, and no output depending on it is compared.
@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WHOLE = 0  # the row state of a value that does not depend on row-indexed inputs
+MAX_TRIES = 8  # row counts tried per graph (each a walk over the graph, once per compiled graph)
 
 _POINTWISE = {
     "add", "sub", "rsub", "mul", "div", "true_divide", "neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
@@ -469,9 +470,10 @@ def _restricted_graph(gm: Any, an: _Analysis, keep: list) -> Any:
 def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None) -> RowPlan | str:
     """The plan of a sampled-rows check of ``gm``, or why there is none (a string).
 
-    ``cap_bytes`` bounds what the restricted evaluations may allocate (the hook's ``max_scratch_bytes``); ``rows`` caps the sampled rows (default
-    :data:`gpuemu.hook.large.ROWS`). The row count is that of the largest input (the product of its leading dims);
-    the input chosen is the largest that gives a plan.
+    ``cap_bytes`` bounds what the restricted evaluations may allocate (the hook's ``max_scratch_bytes``);
+    ``rows`` caps the sampled rows (default :data:`gpuemu.hook.large.ROWS`). Each input's leading-dims product
+    is tried as the row count, the largest inputs' first (a training graph's largest input may be a weight,
+    its rows the tokens of a smaller one), and the plan comparing the most row-indexed outputs is kept.
     """
     from ..hook.large import ROWS
 
@@ -481,17 +483,21 @@ def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None) -> RowPlan | 
     tried: set = set()
     best: RowPlan | None = None
     why = None  # (the largest input's: the others are tried in case it is not the one with rows)
-    for _, shape in sized[:3]:
+    for _, shape in sized:
         n = math.prod(shape[:-1]) if len(shape) >= 2 else shape[0] if shape else 0
-        if n <= 1 or n in tried:
+        if n <= 1 or n in tried or len(tried) >= MAX_TRIES:
             continue
         tried.add(n)
         plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes)
         if isinstance(plan, str):
             why = why or plan
-        elif best is None or len(plan.outputs) > len(best.outputs):
+        elif best is None or _row_outputs(plan) > _row_outputs(best):
             best = plan
     return best if best is not None else why or "no input with rows"
+
+
+def _row_outputs(plan: RowPlan) -> int:
+    return sum(1 for k in plan.outputs.values() if k != WHOLE)
 
 
 def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int) -> RowPlan | str:

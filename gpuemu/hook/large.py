@@ -10,8 +10,14 @@ nothing wrote it in between); a write-only output gets a fresh buffer filled wit
 minimum) instead of a copy; only read-write arguments (and arguments of any other name) are copied. The kernel
 is re-launched on that, and sampled rows of every output (the first, the last and up to 62 drawn, each a whole
 last-dim row) are compared with the real launch's, where the re-run wrote them. What the check allocates is the
-written arguments' size (it must fit ``max_capture_bytes``); an LM head's log-softmax over a [tokens, vocab]
-logits buffer, which only reads the logits, costs its per-row outputs.
+written arguments' size; an LM head's log-softmax over a [tokens, vocab] logits buffer, which only reads the
+logits, costs its per-row outputs. The read-write copies must fit ``max_capture_bytes``; the poisoned
+write-only outputs are a transient scratch (:func:`scratch_refused`): past ``max_capture_bytes`` they must fit
+``max_scratch_bytes`` (4 GiB) and, on CUDA, a quarter of the device's free memory, checked again just before
+they are allocated after the real call; they are freed as soon as the sampled rows are read (a kernel writing
+the [tokens, vocab] gradient of the logits costs that gradient's size for the re-run only). Past those limits the
+call is a skip ("outputs exceed max_capture_bytes and max_scratch_bytes", or "... and a quarter of free device
+memory (scratch)"); an allocation that fails anyway is a skip too, never the host's error.
 
 **Compiled graphs** (:func:`freivalds_plan`, :func:`freivalds_judge`). A graph whose inputs are too large to
 copy is not re-run; instead every output that is a matrix product (``mm``, ``addmm``, ``bmm``, possibly viewed,
@@ -26,6 +32,16 @@ far beyond it; an output off by 0.1% in fp32 is too (the test's planted bug). An
 state of an inference graph) is computed eagerly from what is at hand, by anything but a matrix product, and
 may differ from the compiled one by its own rounding: the bound is taken four times. Counted as
 "graph (Freivalds)" in ``stats()``.
+
+**Compiled graphs, row-local outputs** (gpuemu/backends/row_local.py, judged by ``_rows_judge`` in
+gpuemu/backends/graph.py). The outputs that sampled rows of the large inputs determine (the cross-entropy
+loss's log-softmax or log-sum-exp, its backward's gradient of the logits) are compared at those rows with the
+graph re-run in fp64 on the inputs restricted to them, bounded by ``max_scratch_bytes``. Outputs that reduce
+over the rows (the mean loss itself) are not compared: ``stats()["outputs_unchecked"]`` counts them by reason.
+Counted as "graph (sampled rows)", or "graph (Freivalds + sampled rows)" when a graph has both kinds of
+output (one check: Freivalds' verdict first, then the rows'). A graph with neither stays a skip whose reason
+says why ("graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; no output
+is row-local: aten.cumsum.default works along a row dim)").
 """
 
 from __future__ import annotations
