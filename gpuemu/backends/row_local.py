@@ -235,7 +235,9 @@ class _Analysis:
         out = _shape(node)
         if out is None:
             raise _NotRowLocal(f"{_qualname(node)}: no static shape")
-        tensors = {n: v for n, v in vals.items() if hasattr(v, "op") and _shape(v) is not None}
+        tensors = {n: v for n, v in vals.items() if hasattr(v, "op") and _is_tensor(v)}
+        if any(_shape(v) is None for v in tensors.values()):
+            raise _NotRowLocal(f"{_qualname(node)}: an operand without a static shape")
         ks = {self.k(v) for v in tensors.values()} - {WHOLE}
         if len(ks) != 1:
             raise _NotRowLocal(f"{_qualname(node)}: operands with different row dims")
