@@ -203,6 +203,9 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
             result.failures.append(store_failure(st, result, failure, plan.device, tol, extra))
             if max_failures is not None and len(result.failures) >= max_failures:
                 break
+            if run.context_lost:
+                result.stopped = run.context_lost
+                break
             if result.timed_out >= MAX_TIMEOUTS:
                 result.stopped = (f"{result.timed_out} cases ran past the {plan.case_timeout:g} s limit; the rest would "
                                   "too (fix the hang, or raise --case-timeout)")

@@ -19,8 +19,13 @@ class Runner:
         self.case_timeout = case_timeout
         self.timings: dict[str, float] = {"generate": 0.0, "kernel": 0.0, "reference": 0.0, "compare": 0.0}
         self.hang_aborts = False  # while shrinking or explaining: a hang ends that phase (see Hang)
+        self.context_lost = ""  # on CUDA: why the process's CUDA context is gone (no case can run in it any more)
 
     def __call__(self, case: Case, inputs: Mapping[str, Any] | None = None) -> Evaluation:
+        if self.context_lost:
+            if self.hang_aborts:
+                raise Hang()
+            return Evaluation(Verdict(ERROR, "cuda_context_lost", self.context_lost), [])
         t0 = time.perf_counter()
         try:
             with time_limit(self.case_timeout):
@@ -31,9 +36,33 @@ class Runner:
             if self.hang_aborts:
                 raise Hang() from None
             return Evaluation(timeout_verdict(e), [])
+        except Exception as e:  # noqa: BLE001 - only a lost CUDA context is handled here; the rest propagates
+            why = cuda_context_lost(e)
+            if not why:
+                raise
+            self.context_lost = why
+            if self.hang_aborts:
+                raise Hang() from None
+            return Evaluation(Verdict(ERROR, "cuda_context_lost", why), [])
         for k, v in ev.verdict.seconds.items():
             self.timings[k] = self.timings.get(k, 0.0) + v
+        if ev.verdict.status == ERROR and "CUDA error" in (ev.verdict.message or ""):  # the kernel's own fault
+            self.context_lost = cuda_context_lost(RuntimeError(ev.verdict.message))
         return ev
+
+
+def cuda_context_lost(e: BaseException) -> str:
+    """Why ``e`` leaves the process without a usable CUDA context ("" when it does not): after an illegal memory
+    access (or another sticky CUDA error) every later CUDA call fails, so the run can judge nothing more here."""
+    text = str(e)
+    sticky = ("illegal memory access", "illegal instruction", "misaligned address", "unspecified launch failure",
+              "device-side assert")
+    if "CUDA error" not in text or not any(s in text for s in sticky):
+        return ""
+    first = next((ln for ln in text.splitlines() if "CUDA error" in ln), text.splitlines()[0])
+    return (f"the CUDA context was lost ({first.strip()}): a kernel of this launcher (this case's, or an earlier one's: "
+            "CUDA reports a fault late) touched memory it does not own, and no later case can run in this process; "
+            "the case that first failed is kept, and `gpuemu reproduce` re-runs it in a fresh one")
 
 
 class Hang(Exception):
