@@ -353,7 +353,9 @@ class Replay:
         FAIL mismatch · the devices agree``. Classes, not bits: two devices' arithmetic differs by design."""
         here, there = _device_kind(device) or "?", self.recorded_on or "the record's device"
         a, b = self.verdict, self.stored
-        agree = a.status == b.status and (a.kind == b.kind or a.status == PASS)
+        agree = a.status == b.status
         words = "agree" if agree else "DISAGREE"
+        if agree and a.kind != b.kind and a.status != PASS:  # (a FAIL both ways, by a different symptom)
+            words = f"agree on {a.status.upper()} (the symptom differs: {b.kind} on {there}, {a.kind} on {here})"
         return agree, (f"{there}: {b.status.upper()} {b.kind} · {here}: {a.status.upper()} {a.kind} · the "
                        f"{'devices' if there != here else 'runs'} {words}")
