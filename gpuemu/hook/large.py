@@ -104,13 +104,16 @@ def scratch_refused(rt: Any, need: int, device: Any, *, what: str) -> str | None
     """Why ``need`` bytes of transient scratch on ``device`` (the poisoned outputs of a kernel's re-run, a
     graph's sampled-rows evaluation) may not be allocated now, or None: they must fit ``max_scratch_bytes`` and,
     on CUDA, a quarter of the device's free memory at that moment (the host's own allocations come first; the
-    scratch lives for the check only)."""
+    scratch lives for the check only). Free memory counts what the driver has free and what PyTorch's caching
+    allocator holds unused (reserved, not allocated): the scratch is served from that cache first, and a training
+    step's allocator keeps gigabytes of it between steps that the driver reports as used."""
     if need > rt.settings.max_scratch_bytes:
         return f"{what} exceed max_capture_bytes and max_scratch_bytes"
     if device is not None and getattr(device, "type", None) == "cuda":
         import torch
 
         free, _ = torch.cuda.mem_get_info(device)
+        free += max(0, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
         if need > free // 4:
             return f"{what} exceed max_capture_bytes and a quarter of free device memory (scratch)"
     return None
