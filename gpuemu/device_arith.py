@@ -96,6 +96,51 @@ def undetermined(op: str, inputs: Mapping[str, Any], device: Any) -> str | None:
             "so the result is not determined by the inputs here (judged on the CPU instead)")
 
 
+def reference_undetermined(reference: Any, args: list, device: Any) -> str | None:
+    """Why a CUDA GPU leaves a case undetermined for a kernel judged against its PyTorch ``reference`` (None: it is
+    determined). The reference is run once more under a mode that notes the inputs of its softmax-like calls
+    (softmax, log_softmax, logsumexp, cross_entropy): a kernel computes those as ``exp2(x * log2e - m)``, and past
+    :data:`SCALED_EXP2_RANGE` the GPU's FMA-contracted form is not determined by the inputs (see the module
+    docstring). Attention's scores, a linear layer's logits: the magnitudes that matter are the reference's
+    intermediates, not its inputs (measured on an H100: a correct paged-decode kernel with scores near 1.4e8 returned
+    8.9e10 for one element where the truth is 1e4; the CPU passes the same bytes)."""
+    from .tolerance import device_kind
+
+    if device_kind(device) != "cuda":
+        return None
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    watched = {torch.softmax, torch.log_softmax, torch.logsumexp, torch.nn.functional.softmax,
+               torch.nn.functional.log_softmax, torch.nn.functional.cross_entropy, torch.Tensor.softmax,
+               torch.Tensor.log_softmax, torch.Tensor.logsumexp, torch.special.logsumexp, torch.special.softmax,
+               torch.special.log_softmax}
+    seen: list[tuple[float, str]] = []
+
+    class _Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in watched and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+                x = args[0].detach()
+                finite = x.abs().nan_to_num(nan=0.0, posinf=0.0) if x.numel() else x
+                seen.append((float(finite.max()) if finite.numel() else 0.0, getattr(func, "__name__", str(func))))
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), _Watch():
+            reference(*args)
+    except Exception:  # noqa: BLE001 - a reference that cannot run again: nothing learnt, the verdict stands
+        return None
+    if not seen:
+        return None
+    biggest, name = max(seen)
+    if biggest < SCALED_EXP2_RANGE or not math.isfinite(biggest):
+        return None
+    return (f"the reference's {name} reads values up to |x| = {biggest:.3g}, past {SCALED_EXP2_RANGE:.3g} = "
+            "2^24/log2(e): on a GPU a kernel's FMA-contracted exp2(x*log2e - max) is off by the product's rounding "
+            "error there, at least 1 in the exponent, so the result is not determined by the inputs (judged on the "
+            "CPU instead)")
+
+
 # ---------------------------------------------------------------- subnormal results (flush to zero)
 # The smallest normal fp32 (and bf16) magnitude. Triton's approximate instructions flush subnormal results to zero
 # on NVIDIA GPUs: measured on the H200, the corpus's exp2-based exp returned 0 for a bf16 result of 4.97e-40

@@ -1,0 +1,47 @@
+"""Kernels judged against a PyTorch reference on CUDA: a case whose reference feeds a softmax past 2^24/log2(e) is
+not determined on a GPU (FMA-contracted exp2), as for the registry's softmax ops (gpuemu.device_arith). Measured on an
+H100: the correct paged-decode twin returned 8.9e10 where the truth is 1e4 for scores near 1.4e8, and the CPU passes
+the same bytes. These tests are unit tests of the rule on the CPU; the GPU behaviour is the measurement above."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from gpuemu.device_arith import SCALED_EXP2_RANGE, reference_undetermined
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _paged_decode():
+    spec = importlib.util.spec_from_file_location("pd_ref", ROOT / "examples/families/paged_decode.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.reference
+
+
+def _case(scale: float):
+    g = torch.Generator().manual_seed(0)
+    q = 1e4 + scale * torch.randn(1, 4, 2, generator=g)
+    k = 1e4 + scale * torch.randn(1, 8, 2, 2, generator=g)
+    v = 1e4 + scale * torch.randn(1, 8, 2, 2, generator=g)
+    return [q, k, v, torch.zeros(1, 2, dtype=torch.int32), torch.tensor([4], dtype=torch.int32)]
+
+
+def test_scores_past_the_fma_range_are_undetermined_on_cuda_only():
+    ref = _paged_decode()
+    args = _case(1.0)  # large mean, small variance: scores q.k / sqrt(2) near 1.4e8
+    why = reference_undetermined(ref, args, "cuda")
+    assert why and "softmax reads values up to |x| = 1.41e+08" in why and "judged on the CPU" in why
+    assert reference_undetermined(ref, args, "cpu") is None
+
+
+def test_ordinary_scores_stay_judged():
+    ref = _paged_decode()
+    small = [a / 1e4 if a.is_floating_point() else a for a in _case(1.0)]
+    assert reference_undetermined(ref, small, "cuda") is None
+    assert reference_undetermined(lambda x: x * 2, [torch.full((3,), 2 * SCALED_EXP2_RANGE)], "cuda") is None  # no softmax
+    assert reference_undetermined(lambda x: x.softmax(-1), [torch.full((3,), 2 * SCALED_EXP2_RANGE)], "cuda")
+    assert reference_undetermined(lambda x: 1 / 0, [torch.ones(3)], "cuda") is None  # a reference that raises: unchanged
