@@ -97,6 +97,7 @@ def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_ro
     from . import config, ops
     from .oracle import Oracle
     from .preconditions import Requires, declared
+    from .resources import LaunchRefused
     from .runners import bf16_unfaithful, run_launcher
 
     default = Oracle.from_settings(config.resolve())
@@ -121,6 +122,8 @@ def tolerance_ablation(subs: list[Subject], *, iterations: int, seed: int, on_ro
             run = run_launcher(s.fn, [inputs[a.name] for a in spec.args], kwargs)
             if bf16_unfaithful(dt, run.launches):
                 skip_bf16 = True  # the plain interpreter cannot run bf16 Triton kernels faithfully
+                continue
+            if isinstance(run.error, LaunchRefused):  # a launch the GPU refuses: a LIMIT, no numbers to judge
                 continue
             if run.error is not None:
                 for k in failed:

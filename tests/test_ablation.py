@@ -68,3 +68,12 @@ def test_cli_needs_the_flag(capsys):
 
     assert main(["bench"]) == 2
     assert "needs --ablation" in capsys.readouterr().err
+
+
+def test_a_launch_the_gpu_refuses_is_no_false_positive_of_any_regime():
+    # the corpus's refusal control: right wherever it launches, refused past N = 512 (a LIMIT, not a wrong number)
+    from gpuemu.target import load
+
+    refusing = Subject("softmax_warps_per_row", "softmax", True, load("examples/kernels/limits.py:softmax_warps_per_row"))
+    res = ablation.tolerance_ablation([refusing], iterations=30, seed=3)
+    assert not any(res["rows"][0][k] for k in REGIMES[3:]), res["rows"][0]
