@@ -1,7 +1,7 @@
 """Device arithmetic profiles (issue 37): a framework that flushes subnormals to zero passes when that is its only
 difference from fp64, naming the profile; on CUDA the scaled-exp2 ops draw their largest values inside the range
 where a GPU's result is determined, with the FMA's allowance in the bound. (CPU unit tests of the rules; the GPU
-measurements are bench/device_profiles_h200.md.)"""
+measurements are bench/gpu_flush_h200.md (flushes) and bench/gpu_arith_h200.md (FMA, approximate math).)"""
 
 from __future__ import annotations
 

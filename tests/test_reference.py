@@ -108,6 +108,25 @@ def test_a_declaration_corrects_the_schema_and_names_what_it_does_not_know():
         bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale, schema={"dim": {}})
 
 
+def test_a_given_declaration_goes_on_top_of_the_reference_files_own_entry_by_entry(tmp_path, monkeypatch):
+    import types
+
+    from gpuemu.schema.declare import load_declaration
+
+    mod = types.ModuleType("ref_with_schema")
+    exec("def reference(x):\n    return x\n", mod.__dict__)
+    mod.GPUEMU_SCHEMA = {"dims": {"N": {"max": 64}, "M": 8}, "dtypes": ["fp16", "bf16"], "requires": {"contiguous": True}}
+    monkeypatch.setitem(sys.modules, "ref_with_schema", mod)
+    assert load_declaration(None, mod.reference) == mod.GPUEMU_SCHEMA
+    given = tmp_path / "s.yaml"
+    given.write_text("dims:\n  N: {max: 128}\ndtypes: [fp32]\n")
+    merged = load_declaration(str(given), mod.reference)
+    assert merged == {"dims": {"N": {"max": 128}, "M": 8}, "dtypes": ["fp32"], "requires": {"contiguous": True}}
+    mod.GPUEMU_SCHEMA = {"dim": {}}
+    with pytest.raises(gpuemu.errors.InvalidArgument, match="GPUEMU_SCHEMA of ref_with_schema: unknown key 'dim'"):
+        load_declaration(None, mod.reference)
+
+
 def test_a_tail_bug_that_passes_allclose_on_the_example_is_caught_and_the_correct_kernel_passes(tmp_path):
     args = example_add_scale()
     assert torch.allclose(add_scale_kernel_tail(*args), add_scale(*args))  # what the field checks

@@ -14,7 +14,8 @@
     requires: {contiguous: true}                # preconditions, as --requires
 
 Given as ``schema=`` (a mapping, or the path of a YAML/JSON file), ``--schema FILE``, a manifest entry's
-``schema:``, or a ``GPUEMU_SCHEMA`` mapping in the reference's own file. Names are those the printed schema
+``schema:``, and/or a ``GPUEMU_SCHEMA`` mapping in the reference's own file (the given one on top of it, entry by
+entry: see :func:`load_declaration`). Names are those the printed schema
 uses (``gpuemu fuzz ... --show-schema``); anything unknown is an error naming what is known.
 """
 
@@ -39,15 +40,16 @@ _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "float32": 
 
 
 def load_declaration(given: Any, reference: Any = None) -> dict:
-    """The declaration as a mapping: ``given`` (a mapping or a file path), else the reference module's
-    ``GPUEMU_SCHEMA``, else empty."""
-    if given is None:
-        import inspect
+    """The declaration as a mapping: the reference module's ``GPUEMU_SCHEMA`` (if any) with ``given`` (a mapping or
+    a file path) on top: an entry of ``given`` replaces the same dim's, argument's or precondition's entry of the
+    module's, ``dtypes`` replaces the list; what ``given`` does not name stays as the module declares it."""
+    import inspect
 
-        mod = inspect.getmodule(reference) if reference is not None else None
-        given = getattr(mod, "GPUEMU_SCHEMA", None) if mod is not None else None
-        if given is None:
-            return {}
+    mod = inspect.getmodule(reference) if reference is not None else None
+    own = getattr(mod, "GPUEMU_SCHEMA", None) if mod is not None else None
+    own = _checked(own, f"GPUEMU_SCHEMA of {getattr(mod, '__name__', 'the reference module')}") if own is not None else {}
+    if given is None:
+        return own
     if isinstance(given, (str, Path)):
         path = Path(given)
         if not path.is_file():
@@ -60,12 +62,23 @@ def load_declaration(given: Any, reference: Any = None) -> dict:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark is not None else ""
             raise InvalidArgument(f"schema file {str(path)!r} is not valid YAML{at}: fix its syntax") from None
+    given = _checked(given, "schema declaration")
+    merged = dict(own)
+    for key, value in given.items():
+        if key != "dtypes" and isinstance(value, Mapping) and isinstance(own.get(key), Mapping):
+            merged[key] = {**own[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _checked(given: Any, what: str) -> dict:
     if not isinstance(given, Mapping):
         raise InvalidArgument(f"a schema declaration is a mapping with keys {', '.join(TOP_KEYS)}; got "
-                              f"{type(given).__name__}")
+                              f"{type(given).__name__} ({what})")
     bad = [k for k in given if k not in TOP_KEYS]
     if bad:
-        raise InvalidArgument(f"schema declaration: unknown key {bad[0]!r}; allowed: {', '.join(TOP_KEYS)}")
+        raise InvalidArgument(f"{what}: unknown key {bad[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     return dict(given)
 
 
