@@ -174,7 +174,9 @@ def test_a_graph_too_large_to_copy_gets_freivalds_on_its_matmul_outputs(small_ca
     out.float().logsumexp(-1).mean().backward()
     assert torch.allclose(out, model(h), atol=1e-5)
     st = rt.stats
-    assert st.checks_by_source.get("graph (Freivalds)", 0) == 2, st.to_dict()  # forward, and backward's t(mm) grads
+    # the forward: Freivalds on the logits, sampled rows on the layer norm's per-row outputs saved for the backward;
+    # the backward: Freivalds on its t(mm) gradients
+    assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1, "graph (Freivalds)": 1}, st.to_dict()
     assert not st.skip_reasons and not rt.divergences
 
 
@@ -224,9 +226,11 @@ def test_the_loss_graphs_of_an_lm_head_are_checked_on_sampled_rows(small_cap):
     assert torch.allclose(loss, ref) and torch.allclose(h.grad, h2.grad, atol=1e-6)
     st = rt.stats
     assert st.checks_by_source.get("graph (sampled rows)") == 2, st.to_dict()  # the loss's forward and backward
-    assert st.checks_by_source.get("graph (Freivalds)") == 2, st.to_dict()  # the head's (as before)
+    assert st.checks_by_source.get("graph (Freivalds + sampled rows)") == 1, st.to_dict()  # the head's forward
+    assert st.checks_by_source.get("graph (Freivalds)") == 1, st.to_dict()  # its backward
     assert not st.skip_reasons and not rt.divergences and not st.internal_errors, st.to_dict()
-    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2}  # (loss, total weight)
+    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2,  # (loss, total weight)
+                                    "aten.t.default moves a row dim": 1}  # (the head's forward: its weight, transposed)
 
 
 def _last_row_off(fx_g, example_inputs):
@@ -361,7 +365,7 @@ def test_the_row_rules_are_identities_of_indexing():
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.cumsum(0), lambda x: x.t() * 1, lambda x: x.sum(0),
-                                lambda x: x.reshape(-1) * 1, lambda x: x.roll(1, -1),
+                                lambda x: x.reshape(-1).cumsum(0), lambda x: x.roll(1, -1),
                                 lambda x: x + torch.arange(x.shape[0]).unsqueeze(-1)])
 def test_what_moves_or_mixes_rows_is_not_row_local(fn):
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -412,3 +416,205 @@ def test_freivalds_and_sampled_rows_share_a_graph(small_cap, monkeypatch, bug):
     assert st.divergences == (0 if bug is None else 1) and st.passed == (1 if bug is None else 0), st.to_dict()
     if bug is not None:
         assert ("Freivalds" if bug == 0 else "sampled rows") in rt.divergences[0].line
+
+
+# ---------------------------------------------------------------------- graphs: sampled sequences
+class _Block(torch.nn.Module):
+    def __init__(self, d, heads, sdpa):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc, self.out = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).permute(0, 2, 1, 3) for z in (q, k, v))
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # (GPT-2's eager attention: bmm, a causal mask, softmax over the keys of one sequence)
+            att = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            a = att.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class _GPT(torch.nn.Module):
+    """GPT-2 in small: token and position embeddings, causal self-attention over [B, H, T, D], MLP, LM head and
+    its cross-entropy. Attention mixes the tokens of a sequence, never two sequences: the row unit is B."""
+
+    def __init__(self, vocab=96, d=32, heads=4, layers=2, ctx=64, sdpa=False, mix=None):
+        super().__init__()
+        self.wte, self.wpe = torch.nn.Embedding(vocab, d), torch.nn.Embedding(ctx, d)
+        self.blocks = torch.nn.ModuleList(_Block(d, heads, sdpa) for _ in range(layers))
+        self.ln, self.head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
+        self.mix = mix
+
+    def forward(self, ids, targets=None):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+        for blk in self.blocks:
+            x = blk(x)
+        if self.mix == "mean":  # every sequence sees the batch's mean: sequences are no longer independent
+            x = x - x.mean(0, keepdim=True)
+        elif self.mix == "permute":  # the batch dim moved: [T, B, d] mixed along B by a softmax
+            x = x.permute(1, 0, 2).softmax(1).permute(1, 0, 2)
+        logits = self.head(self.ln(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def _gpt_step(model, compiled, ids):
+    """A training step's loss and gradients, and an eval's logits, compiled and eager (same parameters)."""
+    loss = compiled(ids, ids)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    ref = model(ids, ids)
+    ref.backward()
+    with torch.no_grad():
+        logits, ref_logits = compiled(ids), model(ids)
+    assert torch.allclose(loss, ref, atol=1e-5) and torch.allclose(logits, ref_logits, atol=1e-5)
+    assert all(torch.allclose(g, p.grad, atol=1e-5) for g, p in zip(grads, model.parameters()))
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_a_whole_gpt_is_checked_by_sampled_sequences(small_cap, sdpa):
+    """The train forward (its saved activations) and the eval forward (the logits) of a whole GPT-2, past the
+    cap: row-local in the batch dim, checked on sampled sequences; results unchanged, no divergence."""
+    rt = small_cap(16 << 10)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _GPT(sdpa=sdpa)
+    compiled = torch.compile(model, backend="gpuemu", options={"backend": "aot_eager"})
+    _gpt_step(model, compiled, torch.randint(0, 96, (6, 24)))
+    st = rt.stats
+    # train forward: its saved activations on sampled sequences (and the head's logits by Freivalds); eval forward:
+    # the logits on sampled sequences; the backward returns the weights' gradients only (sums over every token,
+    # not row-local): Freivalds' check of those that are products of tensors at hand
+    assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1, "graph (sampled rows)": 1,
+                                   "graph (Freivalds)": 1}, st.to_dict()
+    assert st.divergences == 0 and st.passed == 3 and not st.internal_errors and not st.skip_reasons, st.to_dict()
+    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2}, st.to_dict()
+
+
+def _last_sequence_off(fx_g, example_inputs):
+    """An aot_eager compiler with a planted bug: in the inference graph's logits [B, T, V], one token of the last
+    sequence (always sampled) is 1% off."""
+    def run(args):
+        out = list(fx_g(*args))
+        if out and out[0].dim() == 3 and len(out) == 1:
+            o = out[0].clone()
+            o[-1, 5] *= 1.01
+            out[0] = o
+        return out
+
+    run._boxed_call = True
+    return run
+
+
+def test_a_wrong_sequence_of_a_whole_gpt_is_a_divergence(small_cap, monkeypatch):
+    import torch._dynamo.backends.debugging as debugging
+
+    rt = small_cap(16 << 10)
+    monkeypatch.setattr(debugging, "boxed_nop", _last_sequence_off)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _GPT()
+    compiled = torch.compile(model, backend="gpuemu", options={"backend": "aot_eager"})
+    with torch.no_grad():
+        compiled(torch.randint(0, 96, (6, 24)))
+    st = rt.stats
+    assert st.checks_by_source == {"graph (sampled rows)": 1} and st.divergences == 1, st.to_dict()
+    d = rt.divergences[0]
+    assert "sampled rows" in d.line and "too large to copy" in d.line, d.line
+
+
+@pytest.mark.parametrize("mix, why", [("mean", "aten.mean.dim reduces over rows"),
+                                      ("permute", "aten.permute.default moves a row dim")])
+def test_a_gpt_that_mixes_sequences_stays_a_skip(small_cap, mix, why):
+    rt = small_cap(16 << 10)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _GPT(mix=mix)
+    compiled = torch.compile(model, backend="gpuemu", options={"backend": "aot_eager"})
+    ids = torch.randint(0, 96, (6, 24))
+    with torch.no_grad():
+        assert torch.allclose(compiled(ids), model(ids), atol=1e-5)
+    st = rt.stats
+    assert "graph (sampled rows)" not in st.checks_by_source and st.passed == 0, st.to_dict()
+    assert any(r.startswith("graph inputs exceed max_capture_bytes") and why in r for r in st.skip_reasons), \
+        st.skip_reasons
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_the_restricted_gpt_graph_gives_those_sequences(sdpa):
+    """The row unit of a whole GPT-2's graphs is the sequence: the restricted graph on sampled sequences gives
+    those sequences of the full graph (train forward's activations, eval forward's logits)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from gpuemu.backends.row_local import plan_rows, take_rows
+
+    seen = []
+
+    def keep(kind):
+        def compile_(gm, example_inputs):
+            seen.append((kind, gm))
+            return make_boxed_func(gm.forward)
+
+        return compile_
+
+    be = aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw"), inference_compiler=keep("inf"))
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _GPT(sdpa=sdpa)
+    ids = torch.randint(0, 96, (5, 16))
+    torch.compile(model, backend=be)(ids, ids).backward()
+    with torch.no_grad():
+        torch.compile(model, backend=be)(ids)
+    assert [k for k, _ in seen] == ["fw", "bw", "inf"]
+    for kind, gm in seen:
+        plan = plan_rows(gm, cap_bytes=1 << 30, rows=3)
+        if kind == "bw":  # (weights' gradients only)
+            assert isinstance(plan, str) and plan.startswith("no output is row-local"), plan
+            continue
+        assert not isinstance(plan, str), plan
+        assert plan.n_rows == 5 and plan.m == 3 and len(plan.outputs) >= (1 if kind == "inf" else 20), plan
+        args = [p.meta["val"] for p in gm.graph.nodes if p.op == "placeholder"]
+        g = torch.Generator().manual_seed(1)
+        real = [torch.randn(a.shape, generator=g) if a.is_floating_point() else torch.randint(0, 16, a.shape, generator=g)
+                for a in args]
+        with torch.no_grad():
+            full = gm(*real)
+        idx = [0, 2, 4]
+        with torch.no_grad():
+            rows = plan.gm(*[take_rows(a, k, idx, 5) for a, k in zip(real, plan.inputs)])
+        for (i, k), r in zip(plan.outputs.items(), rows):
+            torch.testing.assert_close(r, take_rows(full[i], k, idx, 5))
+        # (a wrong sequence is not those rows: the test can fail)
+        i, k = next((i, k) for i, k in plan.outputs.items() if k)
+        assert not torch.allclose(rows[list(plan.outputs).index(i)], take_rows(full[i], k, [0, 2, 3], 5))
+
+
+def test_fewer_sequences_are_sampled_when_they_exceed_the_scratch_budget():
+    """Long sequences: as many as fit max_scratch_bytes are sampled (the plan's bound stays within it), and the
+    restricted graph still gives exactly those sequences."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from gpuemu.backends.row_local import plan_rows, take_rows
+
+    x = torch.randn(40, 32, 16)
+    gm = make_fx(lambda x: ((x @ x.transpose(-2, -1)).softmax(-1) @ x).reshape(-1, 16))(x)
+    full_plan = plan_rows(gm, cap_bytes=1 << 30)
+    assert not isinstance(full_plan, str) and (full_plan.n_rows, full_plan.m) == (40, 40), full_plan
+    cap = full_plan.est_bytes // 4
+    plan = plan_rows(gm, cap_bytes=cap)
+    assert not isinstance(plan, str) and plan.n_rows == 40 and 1 <= plan.m < 40 and plan.est_bytes <= cap, plan
+    idx = list(range(0, 40, 40 // plan.m + 1))[:plan.m]
+    idx += [i for i in range(40) if i not in idx][:plan.m - len(idx)]
+    (r,) = plan.gm(take_rows(x, plan.inputs[0], sorted(idx), 40))
+    torch.testing.assert_close(r, take_rows(gm(x), plan.outputs[0], sorted(idx), 40), rtol=0, atol=0)
+    assert isinstance(plan_rows(gm, cap_bytes=1000), str)  # (not even one sequence fits)

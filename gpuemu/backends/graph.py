@@ -394,7 +394,7 @@ def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[st
         if random:
             chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
         elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-            return _large_capture(rt, chk, gm)
+            return _large_capture(rt, chk, gm, first_float.device if first_float is not None else None)
         else:
             return capture(tensors)
         return None
@@ -405,18 +405,28 @@ def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[st
 _row_plans: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()  # gm -> (cap, plan, fp64 copy)
 
 
-def _row_plan(gm: Any, cap: int) -> tuple[Any, Any]:
-    """(the sampled-rows plan of ``gm`` or why there is none, its restricted graph in fp64), once per graph."""
+def _row_plan(gm: Any, cap: int, device: Any = None) -> tuple[Any, Any]:
+    """(the sampled-rows plan of ``gm`` or why there is none, its restricted graph in fp64), once per graph.
+    The rows sampled are as many as fit ``cap`` (``max_scratch_bytes``) and, on CUDA, a quarter of the device's
+    free memory when the plan is made (up to :data:`gpuemu.hook.large.ROWS`; each call checks the plan's bytes
+    against the free memory again, :func:`gpuemu.hook.large.scratch_refused`)."""
     from .row_local import plan_rows
 
     hit = _row_plans.get(gm)
     if hit is None or hit[0] != cap:
-        plan = plan_rows(gm, cap_bytes=cap)
+        budget = cap
+        if device is not None and getattr(device, "type", None) == "cuda":
+            import torch
+
+            free, _ = torch.cuda.mem_get_info(device)
+            free += max(0, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+            budget = min(cap, free // 4)
+        plan = plan_rows(gm, cap_bytes=budget)
         hit = _row_plans[gm] = (cap, plan, None if isinstance(plan, str) else _fp64_copy(plan.gm))
     return hit[1], hit[2]
 
 
-def _large_capture(rt: Any, chk: Any, gm: Any) -> dict | None:
+def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None) -> dict | None:
     """The capture step of a graph call too large to copy: nothing is copied; the outputs that are matrix
     products of tensors at hand get Freivalds' check (gpuemu/hook/large.py), the row-local ones a re-run on
     sampled rows (gpuemu/backends/row_local.py); a graph with neither is a skip reason that says why."""
@@ -425,7 +435,7 @@ def _large_capture(rt: Any, chk: Any, gm: Any) -> dict | None:
 
     fplan = freivalds_plan(gm) if gm is not None else []
     try:
-        rplan, gm64 = _row_plan(gm, rt.settings.max_scratch_bytes) if gm is not None else ("no graph", None)
+        rplan, gm64 = _row_plan(gm, rt.settings.max_scratch_bytes, device) if gm is not None else ("no graph", None)
     except Exception as e:  # gpuemu's own failure: counted, and Freivalds' check still runs
         rt.internal_error("torch.compile/rows/plan", e)
         rplan, gm64 = f"row analysis failed ({type(e).__name__})", None
@@ -482,10 +492,11 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     chk.attrs["gpuemu.outputs_unchecked"] = len(unchecked)
     if why:  # (Freivalds' verdict stands; the row-local outputs are counted as unchecked, with why)
         return
-    idx = sample_rows(plan.n_rows, seed=st.checks + plan.n_rows)
+    idx = sample_rows(plan.n_rows, seed=st.checks + plan.n_rows, count=plan.m)
     with torch.no_grad(), _no_autocast():
-        inputs = [take_rows(a, k, idx) if isinstance(a, torch.Tensor) else a for a, k in zip(args, plan.inputs)]
-        got = [take_rows(compiled[i], k, idx) for i, k in plan.outputs.items()]
+        inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
+                  for a, k in zip(args, plan.inputs)]
+        got = [take_rows(compiled[i], k, idx, plan.n_rows) for i, k in plan.outputs.items()]
         mode = Fp64Mode()
         with mode:
             ref = flat_outputs(gm64(*[to_fp64(x) for x in inputs]))

@@ -7,34 +7,47 @@ eagerly (in fp64, and in the original dtypes as the control) on the inputs restr
 check allocates is the sampled rows' share of each value (and the values that do not depend on rows), not the
 call's size.
 
-**The analysis** (:func:`plan_rows`) gives every value of the graph a *row state*:
+**The analysis** (:func:`plan_rows`) fixes a row count ``N`` (the *row unit*: a token of [B, T, V] logits,
+N = B*T; or a sequence, N = B, whose T tokens attention mixes but nothing across sequences does) and gives
+every value of the graph a *row state*:
 
-* ``k >= 1``: the value's leading ``k`` dims flatten to the row index (their product is the row count ``N``,
-  the leading dims' product of an input), and its rows at the sampled indices are what the graph
-  computes from the inputs' rows at those indices. Restricted, it has shape ``[m, *shape[k:]]``.
+* ``k >= 1``: the value's elements are ``N`` equal contiguous blocks (row-major), block i being what the graph
+  computes from the inputs' rows i; ``k`` is the fewest leading dims whose product is a multiple of ``N``
+  (their product / N leading indices per row: 1 for [B, T, C] with N = B, T for [B*T, C]). Restricted to
+  ``m`` sampled rows it has shape ``[m * prod(shape[:k]) // N, *shape[k:]]``.
 * ``WHOLE`` (0): it does not depend on any row-indexed value (a scalar, a weight, a count); computed whole.
 * ``None``: anything else; never evaluated, and no output depending on it is compared.
+* a tuple of these: an op with several outputs (layer norm, split, fused attention), read by ``getitem``.
 
-Every input whose leading dims multiply to ``N`` is row-indexed (the logits [B, T, V] with k = 2, the targets
-[B*T] with k = 1, a saved [N, 1] log-sum-exp); the rules below are identities of indexing (selecting rows
-commutes with the op), so they hold whatever the tensor means. Rules, by aten op:
+An input (or a constant) is row-indexed when its leading dims hold one of the candidate's block sizes per row
+(:func:`_candidates`: the logits [B, T, V] with k = 2 for N = B*T; the targets [B*T] with k = 1 and a block
+of T for N = B); any other input is whole, which is always exact (it only costs memory). The rules below are
+identities of indexing (selecting rows commutes with the op), so they hold whatever the tensor means. Rules,
+by aten op:
 
 * pointwise ops (with broadcasting; every row-indexed operand has the output's rank and row dims, a whole
   operand is broadcast over the rows), casts, clones, aliases;
 * reductions (``sum``, ``amax``, ``logsumexp``, ...), ``(log_)softmax`` and their backward over non-row dims
   (a reduction over a row dim, or over all dims, is ``None``: a mean loss);
-* ``view``/``reshape`` whose result has a leading-dims product of ``N`` (row-major order keeps each row's
-  elements together); ``unsqueeze``, ``squeeze``, ``permute``, ``transpose``, ``expand``, ``slice``,
-  ``select`` away from the row dims;
+* ``view``/``reshape`` of a row-indexed value, always (row-major order keeps each row's block of elements
+  together: [B, T, C] -> [B*T, C] -> [B, T, H, D]); ``unsqueeze``, ``squeeze``, ``permute``, ``transpose``,
+  ``expand``, ``slice``, ``select``, ``split``, ``cat``, ``tril``/``triu`` away from the row dims (attention's
+  [B, T, H, D] -> [B, H, T, D] keeps B in front);
+* ``bmm`` and fused attention (``_scaled_dot_product_*_attention`` and their backward) batch by batch: every
+  operand row-indexed with the same leading dim (the restricted [m*H, T, D]), or whole of leading dim 1 (a
+  broadcast mask); ``native_layer_norm`` over trailing dims (outputs, mean and rstd), the input gradient of
+  its backward (the weight's and bias's sum over rows); ``embedding`` of a whole table at row-indexed indices;
 * ``gather``/``scatter``/``index_select`` along a non-row dim (indices row-indexed, or whole for
   ``index_select``), ``full``/``zeros_like``-style constants, ``nll_loss_backward`` (the loss's gradient is
   row-local given the scalar incoming gradient and total weight), ``mm``/``addmm`` of row-indexed rows by a
   whole matrix;
-* any op whose inputs are all whole is whole; a mutating op, an op not listed, or a row dim moved is ``None``.
+* any op whose inputs are all whole is whole; a mutating op, an op not listed, a row dim moved or reduced
+  (a mean over the batch dim, a permute that moves B) is ``None``.
 
 The restricted graph (:class:`RowPlan`.gm) is the graph with each row-indexed value's row dims replaced by one
-dim of ``m``: dims and shapes in the ops' arguments are rewritten, views become reshapes, and only what the
-compared outputs need is kept.
+dim of ``m`` times the block: dims and shapes in the ops' arguments are rewritten, views become reshapes,
+and only what the compared outputs need is kept. ``m`` is up to :data:`gpuemu.hook.large.ROWS`, fewer when
+that many rows' fp64 evaluation would exceed the byte budget (long sequences).
 
 >>> import torch
 >>> from torch.fx.experimental.proxy_tensor import make_fx
@@ -51,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WHOLE = 0  # the row state of a value that does not depend on row-indexed inputs
-MAX_TRIES = 8  # row counts tried per graph (each a walk over the graph, once per compiled graph)
+MAX_TRIES = 12  # row units tried per graph (each a walk over the graph, once per compiled graph)
 
 _POINTWISE = {
     "add", "sub", "rsub", "mul", "div", "true_divide", "neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
@@ -71,6 +84,15 @@ _ALONG = {"gather", "scatter", "scatter_add", "scatter_reduce", "index_select", 
 _VIEWS = {"view", "reshape", "_unsafe_view"}
 _LIKE = {"full_like", "zeros_like", "ones_like", "empty_like"}
 _FACTORIES = {"full", "zeros", "ones", "empty", "new_full", "new_zeros", "new_ones", "new_empty"}
+_SPLITS = {"split", "split_with_sizes", "unbind", "chunk", "unsafe_split", "unsafe_split_with_sizes"}
+_TRIANGLES = {"tril", "triu"}  # (along the last two dims)
+# batched along dim 0: bmm and fused attention (query, key, value [B, H, T, D] and their gradients); each
+# tensor operand is row-indexed with the same leading dim, or whole of leading dim 1 (a broadcast mask) or 0-dim
+_BATCHED = {"bmm", "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+            "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+            "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+            "_scaled_dot_product_attention_math"}
 
 
 class _NotRowLocal(Exception):
@@ -122,16 +144,17 @@ def _shape(node: Any) -> tuple | None:
 
 
 def _prefix(shape: tuple | None, n: int) -> int | None:
-    """The fewest leading dims of ``shape`` whose product is ``n`` (None when no prefix is)."""
-    if shape is None:
+    """The fewest leading dims of ``shape`` whose product is a multiple of ``n`` (None when no prefix's is): the
+    row dims of a value whose ``n`` rows are ``n`` equal contiguous blocks of its elements (row-major)."""
+    if shape is None or n <= 0:
         return None
     p = 1
     for k, s in enumerate(shape, 1):
         p *= s
-        if p == n:
-            return k
-        if p > n or p == 0:
+        if p == 0:
             return None
+        if p % n == 0:
+            return k
     return None
 
 
@@ -152,8 +175,8 @@ class _Reshape:
 
 
 class _Analysis:
-    def __init__(self, gm: Any, n_rows: int, m: int) -> None:
-        self.gm, self.n, self.m = gm, n_rows, m
+    def __init__(self, gm: Any, n_rows: int, m: int, blocks: frozenset = frozenset({1})) -> None:
+        self.gm, self.n, self.m, self.blocks = gm, n_rows, m, blocks
         self.state: dict = {}
         self.cause: dict = {}
         self.rewrite: dict = {}  # node -> (target, args, kwargs) of its restricted version
@@ -163,13 +186,26 @@ class _Analysis:
         return self.state.get(node, WHOLE) if hasattr(node, "op") else WHOLE
 
     def rows_of(self, node: Any, k: int) -> None:
-        """Check that a row-indexed result has ``k`` leading dims multiplying to the row count."""
-        shape = _shape(node)
-        if shape is None or len(shape) < k or math.prod(shape[:k]) != self.n:
+        """Check that a row-indexed result's leading ``k`` dims are its row dims (the fewest whose product is a
+        multiple of the row count: each row a block of that product / N leading indices)."""
+        if _prefix(_shape(node), self.n) != k:
             raise _NotRowLocal(f"{_qualname(node)}: rows not kept")
 
+    def block(self, shape: tuple, k: int) -> int:
+        """Leading indices per row of a row-indexed value (1: row dims of product N; T: [B*T, C] with B rows)."""
+        return math.prod(shape[:k]) // self.n
+
     def restricted(self, shape: tuple, k: int) -> list:
-        return [self.m, *shape[k:]]
+        return [self.m * self.block(shape, k), *shape[k:]]
+
+    def row_input(self, shape: tuple | None) -> int:
+        """The row state of an input or a constant of ``shape``: row-indexed when its row dims hold one of the
+        candidate's block sizes per row (a weight whose leading dim happens to be a multiple of N stays whole;
+        either is exact, whole only costs memory)."""
+        k = _prefix(shape, self.n)
+        if k is None or self.block(shape, k) not in self.blocks:
+            return WHOLE
+        return k
 
     # ------------------------------------------------------------------ the walk
     def run(self) -> None:
@@ -182,14 +218,24 @@ class _Analysis:
                 self.state[node] = None
                 self.cause[node] = str(e)
 
-    def visit(self, node: Any) -> int | None:
+    def visit(self, node: Any) -> Any:
+        import operator
+
         if node.op == "placeholder":
             if _is_tensor(node) and _shape(node) is None:
                 raise _NotRowLocal(f"input {node.name} has a symbolic shape")
-            k = _prefix(_shape(node), self.n)
-            return k if k is not None else WHOLE
+            return self.row_input(_shape(node))
         if node.op == "get_attr":
             return WHOLE
+        if node.op == "call_function" and node.target is operator.getitem and hasattr(node.args[0], "op"):
+            st = self.state.get(node.args[0], WHOLE)
+            if isinstance(st, tuple):
+                i = node.args[1]
+                if not isinstance(i, int) or not -len(st) <= i < len(st):
+                    raise _NotRowLocal("getitem: an index out of range")
+                if st[i] is None:
+                    raise _NotRowLocal(self.cause.get((node.args[0], i % len(st)), "not row-local"))
+                return st[i]
         ins = [a for a in _flat(list(node.args) + list(node.kwargs.values())) if hasattr(a, "op")]
         for a in ins:
             if self.state.get(a, WHOLE) is None:
@@ -205,8 +251,15 @@ class _Analysis:
         if node.op != "call_function" or schema is None:
             raise _NotRowLocal(f"{_qualname(node)} is not known to be row-local")
         vals = _bind(schema, node)
+        if any(isinstance(self.k(a), tuple) for a in ins):
+            raise _NotRowLocal(f"{_qualname(node)} takes a tuple of values")
         if name in _POINTWISE:
             k = self.pointwise(node, schema, vals)
+        elif name in _SPLITS:
+            return self.split(node, schema, vals)
+        elif name == "var_mean":
+            k = self.along(node, schema, vals, reduction=True)
+            return self.each(node, lambda i, s: k)
         elif name in _REDUCTIONS or name in _SOFTMAX or name in _ALONG:
             k = self.along(node, schema, vals, reduction=name in _REDUCTIONS)
         elif name in _VIEWS:
@@ -222,6 +275,18 @@ class _Analysis:
             k = self.nll_backward(node, vals)
         elif name in ("mm", "addmm"):
             k = self.matmul(node, vals)
+        elif name in _BATCHED:
+            return self.batched(node, vals)
+        elif name == "embedding":
+            k = self.embedding(node, vals)
+        elif name in _TRIANGLES:
+            k = self.k(vals["self"])
+            if k > len(_shape(vals["self"]) or ()) - 2:
+                raise _NotRowLocal(f"{_qualname(node)} works along a row dim")
+        elif name == "cat":
+            k = self.cat(node, schema, vals)
+        elif name in ("native_layer_norm", "native_layer_norm_backward"):
+            return self.layer_norm(node, name, vals)
         elif "loss" in name and "backward" not in name and vals.get("reduction", 1) != 0:
             raise _NotRowLocal(f"{_qualname(node)} reduces over rows")
         else:
@@ -229,6 +294,24 @@ class _Analysis:
         if k:
             self.rows_of(node, k)
         return k
+
+    def each(self, node: Any, state_of: Any) -> tuple:
+        """The row states of a node with several outputs (``state_of(i, shape)``: an int, or a string saying why
+        output i is not row-local), read by getitem."""
+        vals = node.meta.get("val")
+        if not isinstance(vals, (list, tuple)):
+            raise _NotRowLocal(f"{_qualname(node)}: outputs unknown")
+        out = []
+        for i, v in enumerate(vals):
+            st = state_of(i, tuple(v.shape) if hasattr(v, "shape") else None)
+            if isinstance(st, str):
+                self.cause[(node, i)] = st
+                st = None
+            elif st and (not hasattr(v, "shape") or _prefix(tuple(v.shape), self.n) != st):
+                self.cause[(node, i)] = f"{_qualname(node)}: rows not kept"
+                st = None
+            out.append(st)
+        return tuple(out)
 
     # ------------------------------------------------------------------ rules
     def pointwise(self, node: Any, schema: Any, vals: dict) -> int:
@@ -345,8 +428,8 @@ class _Analysis:
     def factory(self, node: Any, schema: Any, vals: dict) -> int:
         """A constant (``full``, ``zeros``, ``new_zeros``): its rows are the constant, at any index."""
         out = _shape(node)
-        k = _prefix(out, self.n)
-        if k is None:
+        k = self.row_input(out)
+        if k == WHOLE or "size" not in vals:
             return WHOLE
         self.rewrite[node] = (node.target, *_unbind(schema, dict(vals, size=self.restricted(out, k))))
         return k
@@ -368,6 +451,84 @@ class _Analysis:
         if self.k(a) != 1 or self.k(b) != WHOLE or not bias_ok:
             raise _NotRowLocal(f"{_qualname(node)} mixes rows")
         return 1
+
+    def split(self, node: Any, schema: Any, vals: dict) -> tuple:
+        """``split``/``chunk``/``unbind`` along a dim past the rows: every piece keeps the rows."""
+        k = self.k(vals["self"])
+        shape = _shape(vals["self"])
+        if shape is None:
+            raise _NotRowLocal(f"{_qualname(node)}: no static shape")
+        d = _norm_dim(vals.get("dim", 0), len(shape))
+        if d < k:
+            raise _NotRowLocal(f"{_qualname(node)} works along a row dim")
+        self.rewrite[node] = (node.target, *_unbind(schema, dict(vals, dim=d - k + 1)))
+        return self.each(node, lambda i, s: k)
+
+    def batched(self, node: Any, vals: dict) -> Any:
+        """bmm and fused attention: batch i of every output is computed from batch i of every operand."""
+        tensors = [v for v in _flat(list(vals.values())) if hasattr(v, "op") and _is_tensor(v)]
+        lead = {(_shape(v) or (None,))[0] for v in tensors if self.k(v) != WHOLE}
+        for v in tensors:
+            s = _shape(v)
+            if s is None:
+                raise _NotRowLocal(f"{_qualname(node)}: an operand without a static shape")
+            if self.k(v) == WHOLE:
+                if s and s[0] != 1:
+                    raise _NotRowLocal(f"{_qualname(node)}: a whole operand spans the rows")
+            elif self.k(v) != 1 or len(lead) != 1:
+                raise _NotRowLocal(f"{_qualname(node)}: operands with different row dims")
+        (b,) = lead
+
+        def state(i: int, s: tuple | None) -> Any:
+            if s is None or len(s) == 0:
+                return WHOLE  # (a count or a random-number state: integers, never compared)
+            return 1 if s[0] == b else f"{_qualname(node)}: output {i} is not batched like its operands"
+
+        val = node.meta.get("val")
+        if isinstance(val, (list, tuple)):
+            return self.each(node, state)
+        st = state(0, _shape(node))
+        if isinstance(st, str):
+            raise _NotRowLocal(st)
+        if st:
+            self.rows_of(node, st)
+        return st
+
+    def embedding(self, node: Any, vals: dict) -> int:
+        """Rows of a whole table at row-indexed indices: output [*indices.shape, dim]."""
+        if self.k(vals["weight"]) != WHOLE:
+            raise _NotRowLocal(f"{_qualname(node)}: a row-indexed table")
+        return self.k(vals["indices"])
+
+    def cat(self, node: Any, schema: Any, vals: dict) -> int:
+        parts = vals["tensors"]
+        ks = {self.k(p) for p in parts}
+        shapes = [_shape(p) for p in parts]
+        if len(ks) != 1 or WHOLE in ks or any(s is None for s in shapes):
+            raise _NotRowLocal(f"{_qualname(node)}: operands with different row dims")
+        k = ks.pop()
+        if any(s[:k] != shapes[0][:k] for s in shapes):
+            raise _NotRowLocal(f"{_qualname(node)}: operands with different rows")
+        d = _norm_dim(vals.get("dim", 0), len(shapes[0]))
+        if d < k:
+            raise _NotRowLocal(f"{_qualname(node)} works along a row dim")
+        self.rewrite[node] = (node.target, *_unbind(schema, dict(vals, dim=d - k + 1)))
+        return k
+
+    def layer_norm(self, node: Any, name: str, vals: dict) -> tuple:
+        """Normalized over trailing dims past the rows: the output (its gradient) and the per-row statistics are
+        row-local; the weight's and bias's gradients sum over the rows."""
+        x = vals["input"]
+        k, shape = self.k(x), _shape(x)
+        if shape is None or not k or k > len(shape) - len(vals["normalized_shape"]):
+            raise _NotRowLocal(f"{_qualname(node)} works along a row dim")
+        if any(self.k(vals.get(w)) != WHOLE for w in ("weight", "bias")):
+            raise _NotRowLocal(f"{_qualname(node)}: a row-indexed weight")
+        if name == "native_layer_norm_backward" and any(self.k(vals[a]) != k for a in ("grad_out", "mean", "rstd")):
+            raise _NotRowLocal(f"{_qualname(node)}: operands with different row dims")
+        if name == "native_layer_norm":
+            return self.each(node, lambda i, s: k)
+        return self.each(node, lambda i, s: k if i == 0 else f"{_qualname(node)} reduces over rows")
 
 
 def _flat(xs: Any) -> list:
@@ -472,38 +633,62 @@ def _restricted_graph(gm: Any, an: _Analysis, keep: list) -> Any:
 def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None) -> RowPlan | str:
     """The plan of a sampled-rows check of ``gm``, or why there is none (a string).
 
-    ``cap_bytes`` bounds what the restricted evaluations may allocate (the hook's ``max_scratch_bytes``);
-    ``rows`` caps the sampled rows (default :data:`gpuemu.hook.large.ROWS`). Each input's leading-dims product
-    is tried as the row count, the largest inputs' first (a training graph's largest input may be a weight,
-    its rows the tokens of a smaller one), and the plan comparing the most row-indexed outputs is kept.
+    ``cap_bytes`` bounds what the restricted evaluations may allocate (the hook's ``max_scratch_bytes``, and on
+    CUDA a quarter of free memory when the plan is made); ``rows`` caps the sampled rows (default
+    :data:`gpuemu.hook.large.ROWS`), fewer when that many rows exceed ``cap_bytes`` (whole sequences of a
+    long context). The row unit is tried from each input's leading dims (:func:`_candidates`: the tokens of
+    [B, T] logits, or the sequences B of [B, T] token ids, which attention keeps apart) and the plan comparing
+    the most row-indexed outputs is kept (on a tie, the one with more rows).
     """
     from ..hook.large import ROWS
 
     rows = rows or ROWS
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    sized = sorted(((math.prod(s), s) for s in map(_shape, placeholders) if s), reverse=True)
-    tried: set = set()
     best: RowPlan | None = None
-    why = None  # (the largest input's: the others are tried in case it is not the one with rows)
-    for _, shape in sized:
-        n = math.prod(shape[:-1]) if len(shape) >= 2 else shape[0] if shape else 0
-        if n <= 1 or n in tried or len(tried) >= MAX_TRIES:
-            continue
-        tried.add(n)
-        plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes)
+    why = None  # (the first candidate's: the others are tried in case it is not the row unit)
+    for n, blocks in _candidates(placeholders)[:MAX_TRIES]:
+        plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes, blocks)
         if isinstance(plan, str):
             why = why or plan
-        elif best is None or _row_outputs(plan) > _row_outputs(best):
+        elif best is None or (_row_outputs(plan), plan.n_rows) > (_row_outputs(best), best.n_rows):
             best = plan
     return best if best is not None else why or "no input with rows"
+
+
+def _candidates(placeholders: list) -> list[tuple[int, frozenset]]:
+    """Row units to try: (row count N, leading indices per row an input may hold). Every proper prefix of an
+    input's dims gives one (a [B, T, V] input: N = B*T, each row one index; and N = B, a row T or T*V indices
+    of a flattened [B*T, V] value); integer inputs (token ids, targets) first, then the largest. The block sizes
+    come from the input that proposed N only: a weight whose leading dim is a multiple of N is not taken for
+    rows by coincidence (the rows of a value computed in the graph need no such guess)."""
+    import torch
+
+    found: dict = {}
+    order = []
+    for p in placeholders:
+        s = _shape(p)
+        if not s:
+            continue
+        val = p.meta.get("val")
+        key = (0 if not val.is_floating_point() else 1, -math.prod(s))
+        for j in range(1, max(len(s), 2)):
+            n = math.prod(s[:j])
+            if n <= 1:
+                continue
+            blocks = frozenset(math.prod(s[j:l]) for l in range(j, len(s) + 1))
+            order.append((key, -j, n, blocks))
+    for _, _, n, blocks in sorted(order, key=lambda t: (t[0], t[1])):
+        found.setdefault(n, blocks)
+    return list(found.items())
 
 
 def _row_outputs(plan: RowPlan) -> int:
     return sum(1 for k in plan.outputs.values() if k != WHOLE)
 
 
-def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int) -> RowPlan | str:
-    an = _Analysis(gm, n, m)
+def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
+              blocks: frozenset = frozenset({1})) -> RowPlan | str:
+    an = _Analysis(gm, n, m, blocks)
     an.run()
     outs = _outputs(gm)
     checked: dict = {}
@@ -512,7 +697,7 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int) -> Ro
         if not hasattr(o, "op") or o.op == "placeholder" or not _is_float(o):
             continue  # (an input passed through, an integer output, None: nothing to compare)
         k = an.state.get(o)
-        if k is None:
+        if k is None or isinstance(k, tuple):
             unchecked[i] = an.cause.get(o, "not row-local")
         elif k == WHOLE and o.op == "get_attr":
             continue
@@ -522,11 +707,19 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int) -> Ro
         first = next(iter(unchecked.values()), "no floating output")
         return f"no output is row-local: {first}"
     keep = [outs[i] for i in checked]
-    est = _peak_bytes(gm, an, _needed(keep), m)
+    need = _needed(keep)
+    est = _peak_bytes(gm, an, need, m)
     if isinstance(est, str):
         return est
-    if est > cap_bytes:
-        return "sampled rows exceed max_scratch_bytes"
+    if est > cap_bytes:  # fewer rows (whole sequences are large): the most that fit, if one does
+        lo, hi = 0, m  # (the peak grows with the rows: the largest count within the cap, by bisection)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if _peak_bytes(gm, an, need, mid) <= cap_bytes else (lo, mid)
+        fit = lo
+        if not fit:
+            return "sampled rows exceed max_scratch_bytes"
+        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks)
     try:
         rgm = _restricted_graph(gm, an, keep)
     except Exception as e:  # (an op the builder cannot copy: no plan, and it says why)
@@ -537,9 +730,9 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int) -> Ro
 
 
 def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
-    """An upper bound on what the restricted graph's two evaluations hold at once: each value in fp64 from its
-    node to its last use (inputs and outputs throughout), twice (the control in the original dtypes after the
-    fp64 run, whose outputs are kept); or why it is not known (a symbolic shape)."""
+    """An upper bound on what the restricted graph's two evaluations hold at once with ``m`` rows: each value in
+    fp64 from its node to its last use (inputs and outputs throughout), twice (the control in the original
+    dtypes after the fp64 run, whose outputs are kept); or why it is not known (a symbolic shape)."""
     order = [n for n in gm.graph.nodes if n in need]
     last: dict = {}
     for i, node in enumerate(order):
@@ -557,24 +750,30 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
         if s is None and (_is_tensor(node) or (node.op == "placeholder" and "val" not in node.meta)):
             return f"no static shape at {node.name}"
         k = an.state[node]
-        size[node] = 0 if s is None else 8 * (math.prod(s) if not k else m * math.prod(s[k:]))
+        size[node] = 0 if s is None else 8 * (math.prod(s) if not k else m * math.prod(s) // an.n)
         live += size[node]
         peak = max(peak, live)
         live -= sum(size[a] for a in dies.get(i, ()))
     return 2 * peak
 
 
-def take_rows(t: Any, k: int, idx: list[int]) -> Any:
-    """Rows ``idx`` of ``t`` whose leading ``k`` dims flatten to the row index: shape [len(idx), *t.shape[k:]],
-    indexed without copying anything but those rows (``t`` may be a strided view)."""
+def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
+    """Rows ``idx`` of ``n`` of ``t`` whose leading ``k`` dims flatten to ``n`` blocks of equal length (default:
+    one index a row): shape [len(idx) * block, *t.shape[k:]], indexed without copying anything but those rows
+    (``t`` may be a strided view)."""
     import numpy as np
     import torch
 
     if k == WHOLE:
         return t
+    lead = math.prod(t.shape[:k])
+    r = lead // n if n else 1
+    flat = np.asarray(idx, dtype=np.int64)
+    if r != 1:
+        flat = (flat[:, None] * r + np.arange(r, dtype=np.int64)[None, :]).reshape(-1)
     if k == 1:
-        return t.index_select(0, torch.tensor(idx, device=t.device))
-    coords = np.unravel_index(np.asarray(idx), tuple(t.shape[:k]))
+        return t.index_select(0, torch.as_tensor(flat, device=t.device))
+    coords = np.unravel_index(flat, tuple(t.shape[:k]))
     return t[tuple(torch.as_tensor(c, device=t.device) for c in coords)]
 
 

@@ -35,8 +35,11 @@ may differ from the compiled one by its own rounding: the bound is taken four ti
 
 **Compiled graphs, row-local outputs** (gpuemu/backends/row_local.py, judged by ``_rows_judge`` in
 gpuemu/backends/graph.py). The outputs that sampled rows of the large inputs determine (the cross-entropy
-loss's log-softmax or log-sum-exp, its backward's gradient of the logits) are compared at those rows with the
-graph re-run in fp64 on the inputs restricted to them, bounded by ``max_scratch_bytes``. Outputs that reduce
+loss's log-softmax or log-sum-exp, its backward's gradient of the logits; a whole transformer's forward by
+sampled sequences, the row being the batch dim, since attention mixes only a sequence's own tokens) are
+compared at those rows with the graph re-run in fp64 on the inputs restricted to them, bounded by
+``max_scratch_bytes`` and, on CUDA, a quarter of free memory (fewer than :data:`ROWS` rows when as many
+sequences would not fit). Outputs that reduce
 over the rows (the mean loss itself) are not compared: ``stats()["outputs_unchecked"]`` counts them by reason.
 Counted as "graph (sampled rows)", or "graph (Freivalds + sampled rows)" when a graph has both kinds of
 output (one check: Freivalds' verdict first, then the rows'). A graph with neither stays a skip whose reason
@@ -131,12 +134,14 @@ def _poisoned_like(t: Any) -> Any:
     return out
 
 
-def sample_rows(n: int, seed: int = 0) -> list[int]:
-    """Up to :data:`ROWS` row indices of ``n``: the first, the last and drawn ones (sorted, distinct)."""
-    if n <= ROWS:
+def sample_rows(n: int, seed: int = 0, count: int = ROWS) -> list[int]:
+    """Up to ``count`` (:data:`ROWS`) row indices of ``n``: the first, the last and drawn ones (sorted, distinct)."""
+    if n <= count:
         return list(range(n))
+    if count <= 2:
+        return [0, n - 1][:max(count, 1)]
     rng = np.random.default_rng(seed)
-    return sorted({0, n - 1, *rng.choice(n, ROWS - 2, replace=False).tolist()})
+    return [0, *sorted((rng.choice(n - 2, count - 2, replace=False) + 1).tolist()), n - 1]  # (exactly count)
 
 
 def _rows(t: Any, idx: list[int]) -> Any:
