@@ -143,6 +143,23 @@ def test_max_scratch_bytes_is_validated():
         resolve_settings(mode="shadow", max_scratch_bytes=-1)
 
 
+def _graph_keeper():
+    """(the graphs an aot_autograd backend was handed, as (kind, GraphModule), and a compiler factory that keeps them
+    and runs each as it is)."""
+    from functorch.compile import make_boxed_func
+
+    seen: list = []
+
+    def keep(kind):
+        def compile_(gm, example_inputs):
+            seen.append((kind, gm))
+            return make_boxed_func(gm.forward)
+
+        return compile_
+
+    return seen, keep
+
+
 class _Head(torch.nn.Module):
     def __init__(self, vocab=512, hidden=64):
         super().__init__()
@@ -286,21 +303,13 @@ def test_a_graph_not_provably_row_local_stays_a_skip(small_cap):
 def test_inductor_decomposed_cross_entropy_is_row_local():
     """The loss graphs as Inductor sees them (decomposed: amax, exp, sum, gather, scatter, full, where):
     the restricted graph on sampled rows gives exactly those rows of the full graph."""
-    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
     from torch._inductor.decomposition import select_decomp_table
 
     from gpuemu.backends.row_local import plan_rows, take_rows
 
-    seen = []
-
-    def keep(kind):
-        def compile_(gm, example_inputs):
-            seen.append((kind, gm))
-            return make_boxed_func(gm.forward)
-
-        return compile_
-
+    seen, keep = _graph_keeper()
     be = aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw"), decompositions=select_decomp_table(),
                       partition_fn=min_cut_rematerialization_partition)
     torch._dynamo.reset()
@@ -553,20 +562,11 @@ def test_a_gpt_that_mixes_sequences_stays_a_skip(small_cap, mix, why):
 def test_the_restricted_gpt_graph_gives_those_sequences(sdpa):
     """The row unit of a whole GPT-2's graphs is the sequence: the restricted graph on sampled sequences gives
     those sequences of the full graph (train forward's activations, eval forward's logits)."""
-    from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     from gpuemu.backends.row_local import plan_rows, take_rows
 
-    seen = []
-
-    def keep(kind):
-        def compile_(gm, example_inputs):
-            seen.append((kind, gm))
-            return make_boxed_func(gm.forward)
-
-        return compile_
-
+    seen, keep = _graph_keeper()
     be = aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw"), inference_compiler=keep("inf"))
     torch.manual_seed(0)
     torch._dynamo.reset()

@@ -6,14 +6,9 @@
 # fam-*.json.partial.jsonl as it ends, so a family cut short by its timeout still shows what finished.
 # Results: $OUT/d1.tgz (small files only).
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TRITON_CACHE_DIR=/tmp/tc-d1
+export TRITON_CACHE_DIR=/tmp/tc-d1
 rm -rf /tmp/tc-d1
-bash bench/h200/install.sh || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-R=/tmp/resd; mkdir -p $R
-G="python3 -m gpuemu"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
-python3 -c 'import torch, triton; print(torch.__version__, triton.__version__)' >> $R/gpu.txt
+source bench/h200/common.sh /tmp/resd
 SECONDS=0
 timeout ${TC:-200} $G check --manifest examples/kernels/manifest.yaml --device cuda -n 100 --seed 1 -j 16 \
   --store /tmp/corpus-store --json $R/corpus.json --markdown $R/corpus.md > $R/corpus.log 2>&1

@@ -9,14 +9,9 @@
 # fuzzed alone (exit 0 with its envelope; exit 1 with --supports all).
 # Results: $OUT/d2.tgz (small files only).
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TRITON_CACHE_DIR=/tmp/tc-d2
+export TRITON_CACHE_DIR=/tmp/tc-d2
 rm -rf /tmp/tc-d2
-bash bench/h200/install.sh || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-R=/tmp/resd2; mkdir -p $R
-G="python3 -m gpuemu"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
-python3 -c 'import torch, triton; print(torch.__version__, triton.__version__)' >> $R/gpu.txt
+source bench/h200/common.sh /tmp/resd2
 SECONDS=0
 timeout ${TC:-180} $G check --manifest examples/kernels/manifest.yaml --device cuda -n 100 --seed 1 -j 16 \
   --store /tmp/corpus-store --json $R/corpus.json > $R/corpus.log 2>&1

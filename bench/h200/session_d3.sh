@@ -7,13 +7,8 @@
 # --supports all). Phase 2, alone: GPT-2 with its LM head through the hook at batch 64 x 256.
 # Results: $OUT/d3.tgz after phase 1, $OUT/d3h.tgz after phase 2 (small files only).
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TRITON_CACHE_DIR=/tmp/tc-d3
-bash bench/h200/install.sh || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-R=/tmp/resd3; mkdir -p $R
-G="python3 -m gpuemu"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
-python3 -c 'import torch, triton; print(torch.__version__, triton.__version__)' >> $R/gpu.txt
+export TRITON_CACHE_DIR=/tmp/tc-d3
+source bench/h200/common.sh /tmp/resd3
 T=${T1:-320}
 SECONDS=0
 timeout $T $G check --manifest examples/kernels/manifest.yaml --device cuda -n 100 --seed 1 -j 12 \

@@ -6,12 +6,8 @@
 # reference judge's undetermined rule (issue 35).
 # Results: $OUT/e1.tgz after phase 1, $OUT/e2.tgz after phase 2 (small files only).
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TRITON_CACHE_DIR=/tmp/tc-e
-bash bench/h200/install.sh || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-R=/tmp/rese; mkdir -p $R
-G="python3 -m gpuemu"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $R/gpu.txt
+export TRITON_CACHE_DIR=/tmp/tc-e
+source bench/h200/common.sh /tmp/rese
 SECONDS=0
 timeout ${T1:-150} python3 bench/hook_real_model.py --large --steps 40 --evals 40 --skip-alone \
   --out $R/hook_large.md --json $R/hook_large.json > $R/hook_large.log 2>&1
