@@ -55,8 +55,8 @@ class Refusal:
 
     def message(self) -> str:
         """``_attn_kernel needs 294,912 B shared memory on sm_90, limit 232,448``"""
-        unit = {"shared memory": " B shared memory", "threads": " threads per block"}.get(self.resource,
-                                                                                         f" {self.resource}")
+        unit = {"shared memory": " B shared memory", "threads": " threads per block",
+                "block elements": " elements in one block"}.get(self.resource, f" {self.resource}")
         return (f"{self.kernel} needs {'at least ' if self.at_least else ''}{self.required:,}{unit} on "
                 f"{self.target}, limit {self.limit:,}")
 
@@ -92,6 +92,9 @@ class LaunchRefused(Exception):
                    f"{' (' + opts + ')' if opts else ''}; Triton refuses such a launch with OutOfResources")
         else:
             how = "raised by the CUDA launch (triton OutOfResources)"
+        if self.refusals and all(r.resource == "block elements" for r in self.refusals):
+            how = ("refused by Triton's compiler, on any target: a block (one tl.arange or tile) may hold at most "
+                   f"{TRITON_MAX_NUMEL:,} elements")
         return how + (f"\n{self.note}" if self.note else "")
 
 
@@ -349,6 +352,31 @@ def from_out_of_resources(e: BaseException, *, kernel: str, device: Any = None) 
     return LaunchRefused([r], predicted=False, note=f"triton: {e}")
 
 
+TRITON_MAX_NUMEL = 1 << 20  # triton.language's TRITON_MAX_TENSOR_NUMEL: the largest block its compiler takes
+_NUMEL = None
+
+
+def block_too_large(e: BaseException, *, kernel: str) -> LaunchRefused | None:
+    """The :class:`LaunchRefused` for Triton's own refusal of a block past :data:`TRITON_MAX_NUMEL` elements
+    (``numel (2097152) exceeds triton maximum tensor numel (1048576)``, raised while compiling on a GPU and while
+    tracing on the CPU runtime), or None for any other error. Loud on every device, like a launch a GPU refuses:
+    a LIMIT, not a wrong result."""
+    import re
+
+    global _NUMEL
+    _NUMEL = _NUMEL or re.compile(r"numel \((\d+)\) exceeds triton maximum tensor numel \((\d+)\)")
+    seen, text = set(), []
+    while e is not None and id(e) not in seen:  # (the message may sit in a wrapped cause)
+        seen.add(id(e))
+        text.append(str(e))
+        e = e.__cause__ or e.__context__
+    m = _NUMEL.search("\n".join(text))
+    if m is None:
+        return None
+    r = Refusal(kernel, "Triton", "block elements", int(m.group(1)), int(m.group(2)))
+    return LaunchRefused([r], predicted=False)
+
+
 def cuda_target_name(device: Any = None) -> str:
     """``sm_90`` for the current (or given) CUDA device; ``cuda`` when unknown."""
     try:
@@ -361,4 +389,5 @@ def cuda_target_name(device: Any = None) -> str:
 
 
 __all__ = ["Refusal", "LaunchRefused", "DEFAULT_TARGETS", "predicting", "current_targets", "parse_targets",
-           "predict", "check_compiled", "guard", "from_out_of_resources", "is_out_of_resources", "max_threads_for"]
+           "predict", "check_compiled", "guard", "from_out_of_resources", "is_out_of_resources", "max_threads_for",
+           "block_too_large", "TRITON_MAX_NUMEL"]

@@ -257,3 +257,37 @@ def test_a_refusal_caps_the_dim_its_grown_block_is_named_after_when_several_roun
     other.refused_at({"M": 728, "K": 1024}, "k needs 524,288 B shared memory on sm_90, limit 232,448", {},
                      [SimpleNamespace(constexprs={"TILE": 1024})])
     assert other.caps == {"M": 364, "K": 512}
+
+
+@triton.jit
+def _tile_softmax_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = tl.arange(0, BLOCK_N)
+    m = (r[:, None] < M) & (c[None, :] < N)
+    x = tl.load(x_ptr + r[:, None] * N + c[None, :], mask=m, other=float("-inf")).to(tl.float32)
+    e = tl.where(m, tl.exp(x - tl.max(x, axis=1)[:, None]), 0.0)
+    tl.store(y_ptr + r[:, None] * N + c[None, :], (e / tl.sum(e, axis=1)[:, None]).to(y_ptr.dtype.element_ty), mask=m)
+
+
+def tile_softmax(x):  # 64 rows x next_power_of_2(N) per program: past N = 16,384 a block of 2^21 elements
+    N = x.shape[-1]
+    x2 = x.reshape(-1, N).contiguous()
+    y = torch.empty_like(x2)
+    _tile_softmax_kernel[(triton.cdiv(x2.shape[0], 64),)](x2, y, x2.shape[0], N, BLOCK_M=64,
+                                                           BLOCK_N=triton.next_power_of_2(N))
+    return y.reshape(x.shape)
+
+
+def test_a_block_past_tritons_largest_is_a_refusal_not_the_kernels_error():
+    # Triton's compiler refuses a block of more than 2^20 elements, loudly, on a GPU as on the CPU runtime
+    import gpuemu
+    from gpuemu.resources import LaunchRefused
+    from gpuemu.runners import run_launcher
+
+    run = run_launcher(tile_softmax, [torch.randn(2, 20000)], {})
+    assert isinstance(run.error, LaunchRefused) and not run.internal
+    assert run.error.message == "_tile_softmax_kernel needs 2,097,152 elements in one block on Triton, limit 1,048,576"
+    assert "refused by Triton's compiler, on any target" in run.error.detail
+    assert run_launcher(tile_softmax, [torch.randn(2, 300)], {}).error is None
+    r = gpuemu.fuzz(tile_softmax, op="softmax", iterations=30, seed=1, save=False)
+    assert r.ok and "elements in one block on Triton" in r.summary(), r.report()

@@ -100,11 +100,13 @@ def run_launcher(fn: Callable, args: list, kwargs: dict, *, device: str = "cpu",
             finally:
                 out.launches = _merge(launches, reports)
     except Exception as e:  # the kernel's failure is the verdict
-        from ..resources import from_out_of_resources, is_out_of_resources
+        from ..resources import block_too_large, from_out_of_resources, is_out_of_resources
 
+        kernel = out.launches[-1].kernel if out.launches else "kernel"
         if is_out_of_resources(e):  # a real launch refused: the same LaunchRefused the CPU run predicts
-            kernel = out.launches[-1].kernel if out.launches else "kernel"
             e = from_out_of_resources(e, kernel=kernel, device=device if device.startswith("cuda") else None)
+        else:  # a block past Triton's largest: its compiler refuses it, on the CPU runtime and on a GPU alike
+            e = block_too_large(e, kernel=kernel) or e
         out.error = e
         out.launched = bool(out.launches) or _device_fault(e)
         out.internal = _internal(e)
