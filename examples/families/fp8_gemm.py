@@ -1,7 +1,10 @@
 """fp8 (e4m3) scaled GEMM: out[m, n] = (sum_k a[m, k] * b[k, n]) * scale_a[m or 0] * scale_b[n or 0].
 
 A and B are torch.float8_e4m3fn; tl.dot of two fp8 tiles accumulates in fp32, then the sum is
-dequantised by the scales and rounded once to the output dtype. Each scale is either per-tensor (one
+dequantised by the scales and rounded once to the output dtype. The dots pass max_num_imprecise_acc=0: on
+sm_90 Triton otherwise keeps the whole K sum in the tensor core's reduced-precision fp8 accumulator (its
+default there is 2**30), and on an H100 that lost 2^-8 of a sum of 96 at K = 9 (about 2^-14.6 relative), which
+gpuemu fails for an fp32 output (bench/gpu_session_d.md). Each scale is either per-tensor (one
 element) or per-row of A / per-column of B; the launcher broadcasts a one-element scale with stride 0.
 
 Arguments (all positional, as get_inputs() gives them):
@@ -78,7 +81,7 @@ def _fp8_gemm_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
                     mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
         b = tl.load(b_ptr + kk[:, None] * stride_bk + offs_n[None, :] * stride_bn,
                     mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(a, b, out_dtype=tl.float32)
+        acc += tl.dot(a, b, out_dtype=tl.float32, max_num_imprecise_acc=0)
     # per-tensor scales arrive with stride 0: every lane reads element 0
     sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0).to(tl.float32)
     sb = tl.load(sb_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0).to(tl.float32)
@@ -118,7 +121,7 @@ def _fp8_gemm_buggy_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
         # BUG: B addressed as a contiguous row-major [K, N] buffer; its real strides are never passed
         b = tl.load(b_ptr + kk[:, None] * N + offs_n[None, :],
                     mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(a, b, out_dtype=tl.float32)
+        acc += tl.dot(a, b, out_dtype=tl.float32, max_num_imprecise_acc=0)
     sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0).to(tl.float32)
     sb = tl.load(sb_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0).to(tl.float32)
     out = acc * sa[:, None] * sb[None, :]
