@@ -511,3 +511,31 @@ def test_warming_runs_every_slice_of_every_launcher_and_judges_nothing(tmp_path,
     kw = dict(seed=1, iterations=6, dtypes=("fp32",), strategy=None, rulepacks=(), requires=None, preconditions=None)
     out = warm([(good, kw), (bad, kw)], device="cpu", workers=2)
     assert out["slices"] == 4 and out["failed"] == 0  # the bad one's cases raise inside, counted by its check
+
+
+def test_a_launcher_that_met_a_cuda_context_lost_to_another_is_fuzzed_again_in_a_fresh_process(tmp_path, monkeypatch,
+                                                                                                capsys):
+    # on CUDA a kernel's illegal memory access leaves its process without a context: the next launcher fuzzed in that
+    # process would be blamed for it. Such a launcher answers RERUN, and the driver fuzzes it in a process of its own.
+    # Here the first in-process launcher "meets" a lost context; the re-run (a spawned process) is a real fuzz.
+    import gpuemu.check.run as run
+
+    real_probe = run._cuda_context_lost
+    met = []
+
+    def lost_once(device):
+        met.append(device)
+        return len(met) == 1
+
+    monkeypatch.setattr(run, "_cuda_context_lost", lost_once)
+    proj = make_project(tmp_path)
+    monkeypatch.chdir(proj)
+    assert main(["check", "-k", "add", "-k", "softmax_tail_leak", "-j", "1", "--store", str(tmp_path / "s"),
+                 "--json", str(tmp_path / "r.json")]) == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    by = {k["target"].rsplit(":", 1)[-1]: k for k in doc["kernels"]}
+    assert by["add"]["status"] == "pass" and by["add"]["iterations"] == 4  # fuzzed again, in full
+    assert by["softmax_tail_leak"]["status"] == "fail"
+    assert not any(k.get("error") for k in doc["kernels"])
+    assert len(met) == 2  # in this process: add (which met the lost context) and softmax_tail_leak; add again elsewhere
+    assert real_probe("cpu") is False  # (the real probe: only a CUDA device can lose its context)

@@ -248,6 +248,8 @@ def fuzz_one(entry: KernelEntry, *, seed: int, iterations: int | None, dtypes: t
     from ..errors import GpuemuError, one_line
     from ..preconditions import Requires
 
+    if _cuda_context_lost(device):  # an earlier launcher in this process faulted: not this one's to answer for
+        return {RERUN: True}
     t0 = time.perf_counter()
     res = KernelResult(target=entry.target, op=against(entry), seed=seed, strategy=strategy or "default",
                        policy=preconditions)
@@ -343,6 +345,50 @@ def _launched_names(fn: Callable, op: str, seed: int, device: str) -> list[str]:
         return []
 
 
+RERUN = "__rerun_in_a_fresh_process__"  # fuzz_one's answer when its process has no CUDA context left
+
+
+def _cuda_context_lost(device: str) -> bool:
+    """This process's CUDA context is gone (an earlier launcher's kernel made an illegal memory access here: every
+    later CUDA call fails), so a launcher fuzzed in it would be blamed for another's fault."""
+    if not device.startswith("cuda"):
+        return False
+    try:
+        import torch
+
+        torch.cuda.synchronize()
+        torch.zeros(1, device=device).add_(1).item()
+        return False
+    except Exception as e:  # noqa: BLE001 - only a sticky CUDA error counts
+        from ..engine.run import cuda_context_lost
+
+        return bool(cuda_context_lost(e))
+
+
+def _in_fresh_processes(tasks: list, indices: list[int], device: str, jobs: int, done: Callable) -> None:
+    """Fuzz ``tasks[i]`` for ``i`` in ``indices`` each in a process of its own (their first worker's CUDA context
+    was lost to another launcher's fault)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(indices))), mp_context=ctx, initializer=_worker_init,
+                             initargs=(device,), max_tasks_per_child=1) as pool:
+        futures = {pool.submit(fuzz_one, tasks[i][0], **tasks[i][1]): i for i in indices}
+        for fut in futures:
+            i = futures[fut]
+            try:
+                d = fut.result()
+            except Exception as ex:  # noqa: BLE001 - the worker died: that launcher's error
+                e, kw = tasks[i]
+                d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
+                                 error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
+            if d.get(RERUN):  # (a fresh process whose context is gone: the device itself is unusable)
+                e, kw = tasks[i]
+                d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
+                                 error="the CUDA device is unusable in a fresh process too").to_dict()
+            done(i, d)
+
+
 def _worker_init(device: str) -> None:
     if device == "cpu":  # Triton reads it when a kernel is decorated: before any launcher is imported
         os.environ["TRITON_INTERPRET"] = "1"
@@ -430,7 +476,17 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
 
         warmed = warm_compiles(tasks, device=device, workers=max(jobs, os.cpu_count() or 1))
 
+    reruns: list[int] = []  # launchers that met a CUDA context another launcher's fault had lost
+
     def done(i: int, d: dict) -> None:
+        if d.get(RERUN) and ray is None:
+            reruns.append(i)
+            return
+        if d.get(RERUN):  # (a Ray worker: re-run on this machine it would not be the same device)
+            e, kw = tasks[i]
+            d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
+                             error="its Ray worker's CUDA context was lost to another launcher's illegal memory "
+                                   "access: re-run this launcher").to_dict()
         _replay_lines(d, store)
         kr = KernelResult.from_dict(d)
         results[i] = kr
@@ -465,6 +521,8 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                     d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
                                      error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
                 done(i, d)
+    if reruns:
+        _in_fresh_processes(tasks, sorted(reruns), device, jobs, done)
     from .provenance import provenance
 
     # reports name files relative to the working directory (the repository root in CI), as code scanning wants
