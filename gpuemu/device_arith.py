@@ -119,10 +119,8 @@ def reference_undetermined(reference: Any, args: list, device: Any) -> str | Non
 
     class _Watch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in watched and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
-                x = args[0].detach()
-                finite = x.abs().nan_to_num(nan=0.0, posinf=0.0) if x.numel() else x
-                seen.append((float(finite.max()) if finite.numel() else 0.0, getattr(func, "__name__", str(func))))
+            if func in watched and args and isinstance(args[0], torch.Tensor):
+                seen.append((_largest({"x": args[0]}), getattr(func, "__name__", str(func))))
             return func(*args, **(kwargs or {}))
 
     try:

@@ -94,7 +94,7 @@ class LaunchRefused(Exception):
             how = "raised by the CUDA launch (triton OutOfResources)"
         if self.refusals and all(r.resource == "block elements" for r in self.refusals):
             how = ("refused by Triton's compiler, on any target: a block (one tl.arange or tile) may hold at most "
-                   f"{TRITON_MAX_NUMEL:,} elements")
+                   f"{self.refusals[0].limit:,} elements")
         return how + (f"\n{self.note}" if self.note else "")
 
 
@@ -352,19 +352,14 @@ def from_out_of_resources(e: BaseException, *, kernel: str, device: Any = None) 
     return LaunchRefused([r], predicted=False, note=f"triton: {e}")
 
 
-TRITON_MAX_NUMEL = 1 << 20  # triton.language's TRITON_MAX_TENSOR_NUMEL: the largest block its compiler takes
-_NUMEL = None
+_NUMEL = re.compile(r"numel \((\d+)\) exceeds triton maximum tensor numel \((\d+)\)")
 
 
 def block_too_large(e: BaseException, *, kernel: str) -> LaunchRefused | None:
-    """The :class:`LaunchRefused` for Triton's own refusal of a block past :data:`TRITON_MAX_NUMEL` elements
-    (``numel (2097152) exceeds triton maximum tensor numel (1048576)``, raised while compiling on a GPU and while
+    """The :class:`LaunchRefused` for Triton's own refusal of a block past its largest (2^20 elements,
+    ``numel (2097152) exceeds triton maximum tensor numel (1048576)``, raised while compiling on a GPU and while
     tracing on the CPU runtime), or None for any other error. Loud on every device, like a launch a GPU refuses:
     a LIMIT, not a wrong result."""
-    import re
-
-    global _NUMEL
-    _NUMEL = _NUMEL or re.compile(r"numel \((\d+)\) exceeds triton maximum tensor numel \((\d+)\)")
     seen, text = set(), []
     while e is not None and id(e) not in seen:  # (the message may sit in a wrapped cause)
         seen.add(id(e))
@@ -390,4 +385,4 @@ def cuda_target_name(device: Any = None) -> str:
 
 __all__ = ["Refusal", "LaunchRefused", "DEFAULT_TARGETS", "predicting", "current_targets", "parse_targets",
            "predict", "check_compiled", "guard", "from_out_of_resources", "is_out_of_resources", "max_threads_for",
-           "block_too_large", "TRITON_MAX_NUMEL"]
+           "block_too_large"]

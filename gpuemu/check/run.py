@@ -379,14 +379,17 @@ def _in_fresh_processes(tasks: list, indices: list[int], device: str, jobs: int,
             try:
                 d = fut.result()
             except Exception as ex:  # noqa: BLE001 - the worker died: that launcher's error
-                e, kw = tasks[i]
-                d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
-                                 error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
+                d = _error_result(tasks[i], f"worker process failed: {type(ex).__name__}: {ex}")
             if d.get(RERUN):  # (a fresh process whose context is gone: the device itself is unusable)
-                e, kw = tasks[i]
-                d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
-                                 error="the CUDA device is unusable in a fresh process too").to_dict()
+                d = _error_result(tasks[i], "the CUDA device is unusable in a fresh process too")
             done(i, d)
+
+
+def _error_result(task: tuple, error: str) -> dict:
+    """The result of a launcher (``task``: its entry and fuzz_one keyword arguments) that could not be fuzzed."""
+    e, kw = task
+    return KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
+                        error=error).to_dict()
 
 
 def _worker_init(device: str) -> None:
@@ -483,10 +486,8 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
             reruns.append(i)
             return
         if d.get(RERUN):  # (a Ray worker: re-run on this machine it would not be the same device)
-            e, kw = tasks[i]
-            d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
-                             error="its Ray worker's CUDA context was lost to another launcher's illegal memory "
-                                   "access: re-run this launcher").to_dict()
+            d = _error_result(tasks[i], "its Ray worker's CUDA context was lost to another launcher's illegal "
+                                        "memory access: re-run this launcher")
         _replay_lines(d, store)
         kr = KernelResult.from_dict(d)
         results[i] = kr
@@ -517,9 +518,7 @@ def run_check(manifest: Manifest, *, device: str, jobs: int = 1, seed: int | Non
                 try:
                     d = fut.result()
                 except Exception as ex:  # the worker died (segfault, OOM): that launcher's error
-                    e, kw = tasks[i]
-                    d = KernelResult(target=e.target, op=against(e), seed=kw["seed"], policy=kw["preconditions"],
-                                     error=f"worker process failed: {type(ex).__name__}: {ex}").to_dict()
+                    d = _error_result(tasks[i], f"worker process failed: {type(ex).__name__}: {ex}")
                 done(i, d)
     if reruns:
         _in_fresh_processes(tasks, sorted(reruns), device, jobs, done)

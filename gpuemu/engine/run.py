@@ -47,12 +47,12 @@ class Runner:
         for k, v in ev.verdict.seconds.items():
             self.timings[k] = self.timings.get(k, 0.0) + v
         if ev.verdict.status == ERROR and "CUDA error" in (ev.verdict.message or ""):  # the kernel's own fault
-            self.context_lost = cuda_context_lost(RuntimeError(ev.verdict.message))
+            self.context_lost = cuda_context_lost(ev.verdict.message)
         return ev
 
 
-def cuda_context_lost(e: BaseException) -> str:
-    """Why ``e`` leaves the process without a usable CUDA context ("" when it does not): after an illegal memory
+def cuda_context_lost(e: BaseException | str) -> str:
+    """Why ``e`` (an exception, or its message) leaves the process without a usable CUDA context ("" when it does not): after an illegal memory
     access (or another sticky CUDA error) every later CUDA call fails, so the run can judge nothing more here."""
     text = str(e)
     sticky = ("illegal memory access", "illegal instruction", "misaligned address", "unspecified launch failure",
