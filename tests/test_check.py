@@ -499,18 +499,25 @@ def test_a_max_over_nans_leaves_no_stray_warning(monkeypatch):
         assert [str(w.message) for w in seen if "NaN" in str(w.message)] == []
 
 
-def test_warming_runs_every_slice_of_every_launcher_and_judges_nothing(tmp_path, monkeypatch):
-    """gpuemu.check.warm on the CPU (on CUDA it runs before the check): each launcher's cases split into slices
-    over a process pool; a slice that cannot plan its launcher fails alone."""
+def test_warming_compiles_each_specialisation_once_for_the_whole_check(tmp_path, monkeypatch):
+    """gpuemu.check.warm on the CPU (on CUDA it runs before the check): discovery walks each launcher's cases with
+    every launch dropped and notes Triton's binding of it; the compile phase compiles each distinct one once (here
+    the launch-limit compile for sm_90, into a fresh Triton cache), a second launcher of the same kernel sharing
+    them; a launcher that cannot take its cases warms nothing and fails nothing."""
     from gpuemu.check.manifest import KernelEntry
     from gpuemu.check.warm import warm
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))  # (the pool's processes inherit it)
     good = KernelEntry(target=f"{ROOT}/examples/kernels/softmax.py:softmax", op="softmax")
     bad = KernelEntry(target=f"{ROOT}/examples/kernels/softmax.py:softmax", op="matmul")  # cannot take matmul's args
     kw = dict(seed=1, iterations=6, dtypes=("fp32",), strategy=None, rulepacks=(), requires=None, preconditions=None)
-    out = warm([(good, kw), (bad, kw)], device="cpu", workers=2)
-    assert out["slices"] == 4 and out["failed"] == 0  # the bad one's cases raise inside, counted by its check
+    out = warm([(good, kw), (good, kw), (bad, kw)], device="cpu", workers=2)
+    compiled = sorted((tmp_path / "cache").rglob("*.gpuemu-limits.json"))
+    assert out["failed"] == 0 and out["specialisations"] >= 2  # the softmax's block sizes differ across its cases
+    assert len(compiled) == out["specialisations"]  # each once: none repeated, none missed
+    assert out["shared"] == out["specialisations"]  # the twin launcher compiled nothing of its own
+    assert out["jobs"] > 3  # three discoveries, then the compiles cut into more than one job
 
 
 def test_a_launcher_that_met_a_cuda_context_lost_to_another_is_fuzzed_again_in_a_fresh_process(tmp_path, monkeypatch,

@@ -1,14 +1,24 @@
-"""Warming Triton's cache before a ``gpuemu check`` on CUDA: the compiles of every launcher, shared by all cores.
+"""Warming Triton's cache before a ``gpuemu check`` on CUDA: each specialisation compiled once, on every core.
 
 On a GPU a check's time goes to Triton compiling each launcher's specialisations (a new block size, an argument
 that became divisible by 16), one after another inside the worker fuzzing that launcher: measured on the H200,
 10 parallel ``--device cuda`` fuzzes of the corpus took a median 36 s per launcher and 380 s in all, while a
-warm run of flash attention takes 7 s of its 22 s cold. The compiles are independent of the verdicts, so before
-the check runs, :func:`warm` splits each launcher's cases (the same draws its fuzz run makes: the same plan, the
-same seeds) into slices and runs the slices on a pool of every core: each process calls the launcher on the
-GPU without judging, and every specialisation it meets lands in Triton's on-disk cache, where the check's
-workers find it. Verdicts do not depend on it: a case whose kernel was not compiled ahead is compiled by its
-worker as before (a slice learns block sizes from its own launches only, so a tile-edge draw may differ).
+warm run of flash attention takes 7 s of its 22 s cold. The compiles do not depend on the verdicts, so before
+the check runs, :func:`warm` compiles them on a pool of every core, in two phases:
+
+1. **discover**: one job per launcher walks its cases (the same draws its fuzz run makes: the same plan, the same
+   seeds) and calls the launcher with every launch intercepted and dropped: nothing is compiled or run. Each
+   launch's compile identity (:func:`gpuemu.runtime.aot.specialization_key`: Triton's own binding of its
+   arguments) is noted with the case that made it.
+2. **compile**: every distinct specialisation of the whole check, once (two launchers with the same kernel share
+   its compiles), cut into jobs of a few each, the launchers with the most first, so that the pool's wall time
+   is the total compile time over the cores rather than the longest launcher's. A job walks its launcher's cases
+   again and compiles the launches it was given without running them (Triton's ``warmup=True``); each lands in
+   Triton's on-disk cache, where the check's workers find it.
+
+Verdicts do not depend on it: a case whose kernel was not compiled ahead (its launch came after host code that
+needed a kernel's result, say) is compiled by its worker as before. On the CPU (tests) the compile is the
+launch-limit check's (sm_90, limits only).
 """
 
 from __future__ import annotations
@@ -19,90 +29,184 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
+KEYS_PER_JOB = 3  # at most this many compiles per job: ptxas takes seconds each on attention kernels
+
 
 def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int) -> dict:
     """Compile the kernels of ``tasks`` (``run_check``'s (entry, fuzz_one keyword arguments)) in ``workers``
-    processes; returns {"slices", "seconds", "failed"} (a slice that fails costs the check nothing)."""
+    processes. Returns {"jobs": jobs run, "seconds", "failed": jobs that did not finish, "busy_seconds",
+    "slowest": [[launcher, seconds]], "specialisations": compiles asked for, "shared": launches whose
+    specialisation another launcher compiled}; a job that fails costs the check nothing."""
     import multiprocessing
 
     t0 = time.perf_counter()
-    per = max(1, min(8, math.ceil(2 * workers / max(len(tasks), 1))))  # slices per launcher: every core busy
-    jobs = [(entry.target, entry.op, entry.reference, entry.inputs, entry.schema, kw, k, per)
-            for entry, kw in tasks for k in range(per)]
-    failed = 0
-    seconds: dict[str, float] = {}  # launcher -> seconds its slices took (the longest bound the warm-up's wall time)
     ctx = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {pool.submit(_timed_slice, os.getcwd(), device, *job): job[0] for job in jobs}
+    plans = [(entry.target, entry.op, entry.reference, entry.inputs, entry.schema, kw) for entry, kw in tasks]
+    failed = 0
+    seconds: dict[str, float] = {}  # launcher -> seconds its jobs took
+
+    def run(pool, jobs: list[tuple]) -> list:
+        nonlocal failed
+        out: list = [None] * len(jobs)
+        futures = {pool.submit(_timed, os.getcwd(), device, *job): i for i, job in enumerate(jobs)}
         for fut in as_completed(futures):
+            i = futures[fut]
             try:
-                ok, took = fut.result()
+                ok, took, value = fut.result()
             except Exception:  # noqa: BLE001 - a process that died (an illegal address): its worker compiles it
-                ok, took = False, 0.0
+                ok, took, value = False, 0.0, None
             failed += not ok
-            seconds[futures[fut]] = seconds.get(futures[fut], 0.0) + took
+            seconds[jobs[i][1][0]] = seconds.get(jobs[i][1][0], 0.0) + took
+            out[i] = value
+        return out
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        found = run(pool, [("discover", plan, ()) for plan in plans])
+        jobs, stats = plan_jobs(plans, found, workers)
+        run(pool, jobs)
     slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:5]
-    return {"slices": len(jobs), "seconds": time.perf_counter() - t0, "failed": failed,
-            "busy_seconds": sum(seconds.values()), "slowest": [[t, round(s, 1)] for t, s in slowest]}
+    return {"jobs": len(plans) + len(jobs), "seconds": time.perf_counter() - t0, "failed": failed,
+            "busy_seconds": sum(seconds.values()), "slowest": [[t, round(s, 1)] for t, s in slowest], **stats}
 
 
-def _timed_slice(*args: Any) -> tuple[bool, float]:
+def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple], dict]:
+    """The compile phase's jobs from what discovery found (per launcher: the specialisation keys of each case, or
+    None where discovery failed: its worker compiles them): each key once, owned by the first launcher that meets it; a launcher's keys cut
+    into jobs of at most :data:`KEYS_PER_JOB`; the launchers with the most keys first."""
+    owner: set[str] = set()
+    mine: list[tuple[int, list[str]]] = []
+    shared = 0
+    for i, per_case in enumerate(found):
+        if per_case is None:
+            continue
+        new: list[str] = []
+        seen: set[str] = set()
+        for keys in per_case:
+            for key in keys:
+                if key in seen:
+                    continue
+                seen.add(key)
+                if key in owner:  # another launcher's compile: the same kernel, the same binding
+                    shared += 1
+                    continue
+                owner.add(key)
+                new.append(key)
+        mine.append((i, new))
+    total = sum(len(new) for _, new in mine)
+    per_job = max(1, min(KEYS_PER_JOB, math.ceil(total / max(2 * workers, 1))))
+    keyed = []
+    for i, new in sorted(mine, key=lambda m: -len(m[1])):
+        keyed += [("compile", plans[i], tuple(new[j:j + per_job])) for j in range(0, len(new), per_job)]
+    return keyed, {"specialisations": total, "shared": shared}
+
+
+def _timed(cwd: str, device: str, kind: str, plan: tuple, arg: tuple) -> tuple[bool, float, Any]:
     t0 = time.perf_counter()
-    return _slice(*args), time.perf_counter() - t0
+    ok, value = _job(cwd, device, kind, plan, arg)
+    return ok, time.perf_counter() - t0, value
 
 
-def _slice(cwd: str, device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict,
-           index: int, stride: int) -> bool:
-    """Run cases ``index``, ``index + stride``, ... of the launcher's fuzz plan on ``device``, judging nothing."""
+def _job(cwd: str, device: str, kind: str, plan: tuple, arg: tuple) -> tuple[bool, Any]:
+    """One job in a pool process: ``discover`` (returns each case's specialisation keys) or ``compile`` (the keys
+    in ``arg``)."""
     import contextlib
-    import sys
 
     os.chdir(cwd)
-    devnull = open(os.devnull, "w")
+    devnull = open(os.devnull, "w")  # the launcher's own prints belong to the check's run of it
     with contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
+        import warnings
+
+        warnings.simplefilter("ignore")
         try:
-            import warnings
-
-            warnings.simplefilter("ignore")
-            from ..cases import Blocks, materialize
-            from ..engine.generate import Drawer
-            from ..engine.plan import make_plan
-            from ..envelope import DtypeEnvelopes
-            from ..explain import learn
-            from ..preconditions import Requires
-            from ..runners import run_launcher
-            from ..target import load
-
-            fn = load(target)
-            plan = make_plan(fn, op=op, reference=reference, inputs=inputs, schema=schema, init_inputs=None,
-                             iterations=kw.get("iterations"), seed=kw["seed"], dtypes=kw.get("dtypes"),
-                             strategy=kw.get("strategy"), store=None, rulepack=list(kw.get("rulepacks") or ()),
-                             device=device, target=target, check_determinism=False,
-                             requires=Requires.from_dict(kw["requires"]) if kw.get("requires") else None,
-                             preconditions=kw.get("preconditions"), case_timeout=None, compile_workers=0,
-                             framework=kw.get("framework"), limits=None)
+            draws = _draws(device, *plan)
         except BaseException:  # noqa: BLE001 - a launcher that cannot be planned here is the check's to report
-            return False
-        blocks = Blocks()
-        draw = Drawer(plan, blocks, DtypeEnvelopes())
-        for i in range(plan.iterations):
+            return False, None
+        return _walk(device, draws, set(arg) if kind == "compile" else None)
+
+
+def _draws(device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict):
+    """(the launcher's plan, a generator of its cases as the fuzz loop draws them, learning block sizes from the
+    launches the caller reports back through ``send``)."""
+    from ..cases import Blocks
+    from ..engine.generate import Drawer
+    from ..engine.plan import make_plan
+    from ..envelope import DtypeEnvelopes
+    from ..preconditions import Requires
+    from ..target import load
+
+    fn = load(target)
+    plan = make_plan(fn, op=op, reference=reference, inputs=inputs, schema=schema, init_inputs=None,
+                     iterations=kw.get("iterations"), seed=kw["seed"], dtypes=kw.get("dtypes"),
+                     strategy=kw.get("strategy"), store=None, rulepack=list(kw.get("rulepacks") or ()),
+                     device=device, target=target, check_determinism=False,
+                     requires=Requires.from_dict(kw["requires"]) if kw.get("requires") else None,
+                     preconditions=kw.get("preconditions"), case_timeout=None, compile_workers=0,
+                     framework=kw.get("framework"), limits=None)
+    blocks = Blocks()
+    return plan, blocks, Drawer(plan, blocks, DtypeEnvelopes())
+
+
+def _call(device: str, plan: Any, blocks: Any, case: Any) -> None:
+    """Call the launcher on ``case`` (its launches intercepted by the caller), learning its block sizes."""
+    from ..cases import materialize
+    from ..explain import learn
+    from ..runners import run_launcher
+
+    args, kwargs = materialize(case, device)
+    got = run_launcher(plan.fn, [args[a.name] for a in plan.spec.args], kwargs, device=device, poison=False,
+                       runtime=False)
+    learn(blocks, plan.spec, got.launches)
+
+
+def _walk(device: str, draws: tuple, todo: set[str] | None) -> tuple[bool, Any]:
+    """Walk every case with each launch dropped. ``todo`` None: return each case's keys; else compile the launches
+    whose key is in ``todo`` (and stop once none is left)."""
+    from ..runners.launches import add_interceptor, remove_interceptor
+
+    plan, blocks, draw = draws
+    gpu_target = _target(device)
+    per_case: list[list[str]] = []
+    keys: list[str] = []
+
+    def dropped(kernel: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool, call_next: Any) -> None:
+        from ..runtime.aot import compile_launch, specialization_key
+
+        key = specialization_key(kernel, args, kwargs, gpu_target)
+        keys.append(key)
+        if todo is not None and key in todo:
+            todo.discard(key)
+            if device.startswith("cuda"):
+                call_next(args, kwargs, grid, True)  # Triton's warmup: compiled into its cache, not launched
+            else:
+                compile_launch(kernel, args, kwargs, gpu_target, limits_only=True)
+        return None
+
+    add_interceptor(dropped)
+    try:
+        for _ in range(plan.iterations):
+            if todo is not None and not todo:
+                break
             try:
                 case = draw.next(long_rows=True)
-            except BaseException:  # noqa: BLE001
-                return False
-            if i % stride != index:
-                continue
+            except BaseException:  # noqa: BLE001 - the draws end here; the check reports why
+                return False, None
+            keys.clear()
             try:
-                args, kwargs = materialize(case, device)
-                got = run_launcher(plan.fn, [args[a.name] for a in plan.spec.args], kwargs, device=device, poison=False)
-                learn(blocks, plan.spec, got.launches)
-                del args, got
-            except BaseException:  # noqa: BLE001 - the check judges every case; here only compiles matter
-                try:
-                    import torch
+                _call(device, plan, blocks, case)
+            except BaseException:  # noqa: BLE001 - the check judges every case; here only the keys matter
+                pass
+            per_case.append(list(dict.fromkeys(keys)))
+    finally:
+        remove_interceptor(dropped)
+    return True, per_case if todo is None else None
 
-                    torch.cuda.synchronize()
-                except BaseException:  # noqa: BLE001 - the context is gone: nothing more to compile here
-                    return False
-        sys.stdout.flush()
-    return True
+
+def _target(device: str) -> Any:
+    """The Triton target launches are bound for: the current GPU's, or sm_90 on the CPU."""
+    if device.startswith("cuda"):
+        from triton.runtime import driver
+
+        return driver.active.get_current_target()
+    from ..runtime.aot import parse_target
+
+    return parse_target("sm_90")

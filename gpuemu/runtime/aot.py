@@ -90,6 +90,28 @@ def _jit_function(kernel: Any):
     return cache[fn]
 
 
+def specialization_key(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any) -> str:
+    """The launch's compile identity on ``gpu_target`` as text, the same in every process: the kernel's source
+    location and Triton's own binding (argument types, divisibility by 16, integers equal to 1, constexprs,
+    options). Two launches with the same key are one compile in Triton's cache; it is computed without compiling."""
+    jit = _jit_function(kernel)
+    _, binder = _binder(jit, gpu_target)
+    _, specialization, options = binder(*args, **_launch_options(kwargs))
+    code = jit.fn.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}:{jit.fn.__qualname__}|{specialization!r}|{options!r}"
+
+
+def _launch_options(kwargs: dict) -> dict:
+    """``kwargs`` with the options Triton's ``run`` adds before binding."""
+    import triton
+
+    kw = dict(kwargs)
+    kw.setdefault("debug", False)
+    if hasattr(triton, "knobs"):
+        kw.setdefault("instrumentation_mode", getattr(triton.knobs.compilation, "instrumentation_mode", ""))
+    return kw
+
+
 def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, target_name: str = "",
                    ran: dict | None = None, cache: bool = False, limits_only: bool = False,
                    early: Any = None) -> CompiledLaunch:
@@ -115,10 +137,7 @@ def compile_launch(kernel: Any, args: tuple, kwargs: dict, gpu_target: Any, *, t
     name = jit.fn.__name__
     try:
         backend, binder = _binder(jit, gpu_target)
-        kw = dict(kwargs)
-        kw.setdefault("debug", False)
-        if hasattr(triton, "knobs"):
-            kw.setdefault("instrumentation_mode", getattr(triton.knobs.compilation, "instrumentation_mode", ""))
+        kw = _launch_options(kwargs)
         bound_args, specialization, options = binder(*args, **kw)
         options, signature, constexprs, attrs = jit._pack_args(backend, kw, bound_args, specialization, options)
         named = {jit.params[path[0]].name: v for path, v in constexprs.items() if len(path) == 1}
