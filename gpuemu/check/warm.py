@@ -125,8 +125,8 @@ def _job(cwd: str, device: str, kind: str, plan: tuple, arg: tuple) -> tuple[boo
 
 
 def _draws(device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict):
-    """(the launcher's plan, a generator of its cases as the fuzz loop draws them, learning block sizes from the
-    launches the caller reports back through ``send``)."""
+    """(the launcher's plan, the block sizes learned so far, its Drawer): the cases as the fuzz loop draws them,
+    tile edges steered by the blocks :func:`_call` learns from each launch."""
     from ..cases import Blocks
     from ..engine.generate import Drawer
     from ..engine.plan import make_plan
