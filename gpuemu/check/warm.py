@@ -71,8 +71,8 @@ def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int) -> dict:
 
 def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple], dict]:
     """The compile phase's jobs from what discovery found (per launcher: the specialisation keys of each case, or
-    None where discovery failed: its worker compiles them): each key once, owned by the first launcher that meets it; a launcher's keys cut
-    into jobs of at most :data:`KEYS_PER_JOB`; the launchers with the most keys first."""
+    None where discovery failed: its worker compiles them): each key once, owned by the first launcher that meets
+    it; a launcher's keys cut into jobs of at most :data:`KEYS_PER_JOB`; the launchers with the most keys first."""
     owner: set[str] = set()
     mine: list[tuple[int, list[str]]] = []
     shared = 0

@@ -227,9 +227,8 @@ def run(args) -> int:
     err(summary_text(result, width=width))
     if result.warmed:
         w = result.warmed
-        err(f"warmed Triton's cache first: {w['seconds']:.1f} s, {w['jobs']} jobs"
-            + (f", {w['specialisations']} specialisations compiled once each ({w['shared']} shared between launchers)"
-               if "specialisations" in w else "")
+        err(f"warmed Triton's cache first: {w['seconds']:.1f} s, {w['jobs']} jobs, {w['specialisations']} "
+            f"specialisations compiled once each ({w['shared']} shared between launchers)"
             + (f" ({w['failed']} did not finish; their workers compiled those)" if w["failed"] else "")
             + (f"; {w['busy_seconds']:.0f} s of compiling in all, longest: "
                + ", ".join(f"{t.rsplit(':', 1)[-1]} {s:.0f} s" for t, s in w["slowest"][:3]) if w.get("slowest") else ""))
