@@ -128,7 +128,8 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     targets_scope = project_targets(fz)  # the GPUs whose refusals CPU runs predict (fuzz.targets)
     targets_scope.__enter__()
     try:
-        ahead, lookahead = _compile_ahead(plan)
+        ahead, lookahead = _compile_ahead(plan, dict(fn=fn, reference=reference, inputs=inputs, schema=schema,
+                                                     init_inputs=init_inputs, rulepacks=tuple(rulepack)))
     except BaseException:
         targets_scope.__exit__(None, None, None)
         raise
@@ -230,14 +231,37 @@ def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: 
     return result
 
 
+def _rebuildable(plan, given: dict) -> bool:
+    """True when another process can bind the kernel to its reference again from the targets ``given`` (the
+    launcher and the reference importable by name, the inputs a target or the reference file's, the declaration
+    plain data, the init inputs the problem file's own)."""
+    inputs, schema = given["inputs"], given["schema"]
+    return isinstance(given["reference"], str) and (inputs is None or isinstance(inputs, str)) \
+        and given["init_inputs"] is None and (schema is None or isinstance(schema, (str, dict))) \
+        and precompile.importable(given["fn"], plan.target)
+
+
 C_MAX_OUTSIDE = 200  # draws in a row outside the user's reference's domain before the run gives up
 
 
-def _compile_ahead(plan) -> tuple:
+def _compile_ahead(plan, given: dict) -> tuple:
     """(a CUDA precompile pool, a CPU lookahead for launch-limit compiles): the kernels of the coming cases compiled
-    in other processes (gpuemu.runners.precompile); (None, None) where that does not apply."""
-    if plan.framework != "torch" or plan.compile_workers <= 0 or plan.bound is not None \
-            or not precompile.importable(plan.fn, plan.target):
+    in other processes (gpuemu.runners.precompile; for a kernel judged against its reference on CUDA,
+    gpuemu.check.warm, whose workers rebuild the binding from the targets ``given`` to fuzz); (None, None) where
+    that does not apply."""
+    if plan.framework != "torch" or plan.compile_workers <= 0:
+        return None, None
+    if plan.bound is not None:
+        if not plan.device.startswith("cuda") or not _rebuildable(plan, given):
+            return None, None
+        from .check.warm import Warming
+
+        kw = dict(seed=plan.seed, iterations=plan.iterations, dtypes=tuple(plan.dtypes), strategy=plan.strategy,
+                  rulepacks=given["rulepacks"], requires=plan.requires.to_dict() if plan.requires else None,
+                  preconditions=plan.policy, framework=plan.framework)
+        return Warming(plan.target, reference=given["reference"], inputs=given["inputs"], schema=given["schema"],
+                       kw=kw, device=plan.device, workers=plan.compile_workers), None
+    if not precompile.importable(plan.fn, plan.target):
         return None, None
     req = plan.requires.to_dict() if plan.requires else {}
     if plan.device.startswith("cuda"):

@@ -520,6 +520,68 @@ def test_warming_compiles_each_specialisation_once_for_the_whole_check(tmp_path,
     assert out["jobs"] > 3  # three discoveries, then the compiles cut into more than one job
 
 
+def test_warming_a_reference_judged_fuzz_compiles_its_cases_beside_the_loop_and_stops_cleanly(tmp_path, monkeypatch):
+    """A lone CUDA fuzz of a kernel judged against its reference warms Triton's cache with the check's two phases,
+    in a thread beside its loop (gpuemu.check.warm.Warming): here on the CPU (the launch-limit compiles for sm_90),
+    every specialisation of the fuzz's cases once; stopped at once, it ends without leaving a process behind."""
+    import multiprocessing
+
+    from gpuemu.check.warm import Warming
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    fam = "examples/families/masked_softmax.py"
+    kw = dict(seed=3, iterations=8, dtypes=("fp32",), strategy=None, rulepacks=(), requires=None, preconditions=None)
+    warming = Warming(f"{fam}:masked_softmax", reference=f"{fam}:reference", inputs=f"{fam}:get_inputs",
+                      schema=None, kw=kw, device="cpu", workers=2)
+    out = warming.join(timeout=600)
+    compiled = lambda: len(sorted((tmp_path / "cache").rglob("*.gpuemu-limits.json")))  # noqa: E731
+    assert out is not None and out["failed"] == 0 and out["specialisations"] >= 2
+    assert compiled() == out["specialisations"]
+    import gpuemu
+    from gpuemu.resources import predicting
+    from gpuemu.target import load
+
+    with predicting(("sm_90",)):  # the fuzz those cases are the cases of: its loop finds every compile warm
+        r = gpuemu.fuzz(load(f"{fam}:masked_softmax"), reference=f"{fam}:reference", inputs=f"{fam}:get_inputs",
+                        target=f"{fam}:masked_softmax", device="cpu", save=False, compile_workers=0,
+                        **{k: kw[k] for k in ("seed", "iterations", "dtypes")})
+    assert r.ok and r.iterations == 8 and compiled() == out["specialisations"]
+    stopped = Warming(f"{fam}:masked_softmax", reference=f"{fam}:reference", inputs=f"{fam}:get_inputs",
+                      schema=None, kw=kw, device="cpu", workers=2)
+    stopped.stop()
+    assert not stopped._thread.is_alive() and not multiprocessing.active_children()
+
+
+def test_a_cuda_fuzz_against_a_reference_warms_only_what_another_process_can_bind_again(monkeypatch):
+    """fuzzer._compile_ahead: a reference-judged kernel on CUDA gets the warming pool when its launcher, reference and
+    inputs are named targets (workers rebuild the binding from them), nothing when any of them is an object or the
+    init inputs were given in Python; on the CPU the loop compiles as before."""
+    import types
+
+    import gpuemu.check.warm as warm_mod
+    from gpuemu import fuzzer
+    from gpuemu.target import load
+
+    started = []
+    monkeypatch.setattr(warm_mod, "Warming", lambda target, **kw: started.append((target, kw)) or "warming")
+    fam = f"{ROOT}/examples/families/masked_softmax.py"
+    fn = load(f"{fam}:masked_softmax")
+    plan = types.SimpleNamespace(framework="torch", compile_workers=4, bound=object(), device="cuda",
+                                 target=f"{fam}:masked_softmax", seed=7, iterations=20, dtypes=["fp16"],
+                                 strategy="default", requires=None, policy="fail")
+    given = dict(fn=fn, reference=f"{fam}:reference", inputs=f"{fam}:get_inputs", schema=None, init_inputs=None,
+                 rulepacks=())
+    assert fuzzer._compile_ahead(plan, given) == ("warming", None)
+    target, kw = started[0]
+    assert target == plan.target and kw["reference"] == given["reference"] and kw["workers"] == 4
+    assert kw["kw"]["seed"] == 7 and kw["kw"]["dtypes"] == ("fp16",) and kw["kw"]["iterations"] == 20
+    assert fuzzer._compile_ahead(plan, dict(given, reference=load(f"{fam}:reference"))) == (None, None)
+    assert fuzzer._compile_ahead(plan, dict(given, init_inputs=[1])) == (None, None)
+    assert fuzzer._compile_ahead(types.SimpleNamespace(**dict(vars(plan), device="cpu")), given) == (None, None)
+    assert len(started) == 1
+
+
 def test_a_launcher_that_met_a_cuda_context_lost_to_another_is_fuzzed_again_in_a_fresh_process(tmp_path, monkeypatch,
                                                                                                 capsys):
     # on CUDA a kernel's illegal memory access leaves its process without a context: the next launcher fuzzed in that

@@ -19,12 +19,17 @@ the check runs, :func:`warm` compiles them on a pool of every core, in two phase
 Verdicts do not depend on it: a case whose kernel was not compiled ahead (its launch came after host code that
 needed a kernel's result, say) is compiled by its worker as before. On the CPU (tests) the compile is the
 launch-limit check's (sm_90, limits only).
+
+A lone ``gpuemu fuzz --device cuda`` of a kernel judged against its reference uses the same two phases, started
+beside its loop (:class:`Warming`): the loop draws the same cases, so it finds their kernels in the cache as the
+pool compiles them, and compiles the rest itself.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -32,7 +37,7 @@ from typing import Any
 KEYS_PER_JOB = 3  # at most this many compiles per job: ptxas takes seconds each on attention kernels
 
 
-def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int) -> dict:
+def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int, _warming: "Warming | None" = None) -> dict:
     """Compile the kernels of ``tasks`` (``run_check``'s (entry, fuzz_one keyword arguments)) in ``workers``
     processes. Returns {"jobs": jobs run, "seconds", "failed": jobs that did not finish, "busy_seconds",
     "slowest": [[launcher, seconds]], "specialisations": compiles asked for, "shared": launches whose
@@ -60,13 +65,67 @@ def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int) -> dict:
             out[i] = value
         return out
 
+    jobs: list = []
+    stats: dict = {"specialisations": 0, "shared": 0}
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        found = run(pool, [("discover", plan, ()) for plan in plans])
-        jobs, stats = plan_jobs(plans, found, workers)
-        run(pool, jobs)
+        if _warming is None or _warming.attach(pool):
+            found = run(pool, [("discover", plan, ()) for plan in plans])
+            jobs, stats = plan_jobs(plans, found, workers)
+            if _warming is None or not _warming.stopped:
+                run(pool, jobs)
     slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:5]
     return {"jobs": len(plans) + len(jobs), "seconds": time.perf_counter() - t0, "failed": failed,
             "busy_seconds": sum(seconds.values()), "slowest": [[t, round(s, 1)] for t, s in slowest], **stats}
+
+
+class Warming:
+    """:func:`warm` of one fuzz run's cases, in a thread of the fuzzing process (its pool's processes do the work)
+    while the loop runs; :meth:`stop` ends it, terminating the pool's processes (the loop no longer needs them)."""
+
+    def __init__(self, target: str, *, reference: str, inputs: str | None, schema: Any, kw: dict, device: str,
+                 workers: int) -> None:
+        from types import SimpleNamespace
+
+        entry = SimpleNamespace(target=target, op=None, reference=reference, inputs=inputs, schema=schema)
+        self.workers = workers
+        self.stats: dict | None = None
+        self.stopped = False
+        self._pool: Any = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, args=([(entry, kw)], device, workers), daemon=True,
+                                        name="gpuemu-warm")
+        self._thread.start()
+
+    def _run(self, tasks: list, device: str, workers: int) -> None:
+        try:
+            self.stats = warm(tasks, device=device, workers=workers, _warming=self)
+        except BaseException:  # noqa: BLE001 - no pool here (no process could start): the loop compiles, as before
+            self.stats = None
+
+    def attach(self, pool: Any) -> bool:
+        """Called by :func:`warm` with its pool; False when :meth:`stop` came first."""
+        with self._lock:
+            self._pool = pool
+            return not self.stopped
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            pool = self._pool
+        if pool is not None:
+            processes = list((getattr(pool, "_processes", None) or {}).values())  # (shutdown forgets them)
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in processes:  # a compile job can take seconds: not waited for
+                if p.is_alive():
+                    p.terminate()
+            for p in processes:
+                p.join(timeout=10)
+        self._thread.join(timeout=30)
+
+    def join(self, timeout: float | None = None) -> dict | None:
+        """Wait for the warming to finish; its :func:`warm` statistics (None if it failed or was stopped early)."""
+        self._thread.join(timeout)
+        return self.stats
 
 
 def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple], dict]:
