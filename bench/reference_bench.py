@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 def _allclose(kernel_out, ref_out) -> bool:
     import torch
 
-    from gpuemu.schema.infer import flatten_outputs
+    from gpuemu.schema.calls import flatten_outputs
 
     ks, rs = flatten_outputs(kernel_out), flatten_outputs(ref_out)
     return len(ks) == len(rs) and all(

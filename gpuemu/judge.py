@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .compare import dtype_label  # noqa: F401 (the labels the judge keys tolerances by)
 from .compare import FAIL, PASS, SKIP, Verdict
@@ -280,7 +280,7 @@ def _device_ratio(c: Any, ref64: Any, scale: Any, tol: Any, label: str) -> float
 
 
 def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, *,
-                    spread: list | None = None) -> Verdict:
+                    spread: list | None = None, writes: Sequence[str] = ()) -> Verdict:
     """A kernel's outputs against its PyTorch reference: ``truth`` (the reference run in float64) and ``control``
     (the same reference in the working dtype), one list entry per output tensor, in order.
 
@@ -291,10 +291,16 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
     too: :meth:`gpuemu.oracle.Oracle.compare_reference`.) ``spread``: per output, how far the control moves when its
     floating inputs move by one ulp (None where not measured), added to its error: in fp32 a correct kernel that
     rounds an intermediate at the inputs' magnitude (x - (max + log(sum)) at |x| = 1e4) is that far from fp64 while
-    eager code, exact there, is not."""
+    eager code, exact there, is not. ``writes``: the arguments the reference writes in place, the last outputs (named
+    in messages)."""
     import torch
 
     from .compare import REJECTED
+
+    first_written = len(truth) - len(writes)
+
+    def label(i: int) -> str:
+        return f"output {i}" if i < first_written else f"output {i} ({writes[i - first_written]}, written in place)"
 
     if len(outputs) != len(truth):
         return Verdict(FAIL, "outputs", f"the kernel returned {len(outputs)} tensor{'s' if len(outputs) != 1 else ''}, "
@@ -303,10 +309,10 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
     unjudged = total = 0
     for i, (o, t, c) in enumerate(zip(outputs, truth, control)):
         if not isinstance(o, torch.Tensor):
-            return Verdict(FAIL, "type", f"output {i}: the kernel returned {type(o).__name__}, not a tensor")
+            return Verdict(FAIL, "type", f"{label(i)}: the kernel returned {type(o).__name__}, not a tensor")
         if not t.is_floating_point():
             if o.is_floating_point() or o.dtype == torch.bool and t.dtype != torch.bool:
-                return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {t.dtype}")
+                return Verdict(FAIL, "dtype", f"{label(i)}: dtype {o.dtype}, the reference's is {t.dtype}")
             o = (o.to(t.dtype) if o.dtype != t.dtype else o).detach().cpu()
             if isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(t.shape) == tuple(o.shape) \
                     and not c.is_floating_point():
@@ -320,14 +326,14 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
                 off = (o.to(torch.int16) - t.to(torch.int16)).abs()
                 if bool((off <= 1).all()) and int((off == 1).sum()) <= max(1, o.numel() // QUANT_ONE_OFF_PER):
                     t = o
-            v = judge_exact(o, t, what=f"output {i}")
+            v = judge_exact(o, t, what=label(i))
             if v.status != PASS:
                 return v
             continue
         if not o.is_floating_point():
-            return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype}, the reference's is {c.dtype}")
+            return Verdict(FAIL, "dtype", f"{label(i)}: dtype {o.dtype}, the reference's is {c.dtype}")
         if o.element_size() < c.element_size() and dtype_label(o.dtype) in FLOAT_LABELS:
-            return Verdict(FAIL, "dtype", f"output {i}: dtype {o.dtype} is less precise than the reference's "
+            return Verdict(FAIL, "dtype", f"{label(i)}: dtype {o.dtype} is less precise than the reference's "
                                           f"{c.dtype}")
         if o.element_size() == 1:  # fp8 (e4m3, e5m2): torch computes little on it; its values are exact in fp32, and
             o = o.float()  # the control, fp8 too when the reference returns fp8, carries the format's rounding
@@ -360,8 +366,8 @@ def judge_reference(outputs: list, truth: list, control: list, tolerances: Any, 
         if held:
             return dataclasses.replace(worst, status=PASS, message="", detail=(
                 (worst.detail + "\n" if worst.detail else "") + held))
-    if at is not None and worst.status != PASS and len(outputs) > 1:
-        worst = dataclasses.replace(worst, message=f"output {where[at]}: {worst.message}")
+    if at is not None and worst.status != PASS and (len(outputs) > 1 or writes):
+        worst = dataclasses.replace(worst, message=f"{label(where[at])}: {worst.message}")
     if unjudged:
         worst = dataclasses.replace(worst, detail=(worst.detail + "\n" if worst.detail else "") +
                                     f"{unjudged} element(s) not judged: the reference overflows there in the working "

@@ -259,7 +259,7 @@ class Oracle:
         t1 = time.perf_counter()
         v = judge_reference(_tensors(output), [t.detach().cpu() for t in truth],
                             [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances,
-                            spread=spread)
+                            spread=spread, writes=spec.schema.writes if spec.schema is not None else ())
         if note:
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
         return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))
@@ -576,7 +576,7 @@ def _nudged(args: list, draw: int = 0) -> list:
 
 
 def _tensors(out: Any) -> list:
-    from .schema.infer import flatten_outputs
+    from .schema.calls import flatten_outputs
 
     return flatten_outputs(out)
 

@@ -258,6 +258,74 @@ def test_the_hook_judges_a_launcher_against_its_reference_with_the_same_judge(tm
         hook.shadow(op="softmax", reference=ref)
 
 
+# ---------------------------------------------------------------- in place: vLLM-style fused add + RMSNorm
+INPLACE = os.path.join(ROOT, "examples", "inplace", "fused_add_rms_norm.py")
+
+
+def _inplace(name):
+    from gpuemu.target import load
+
+    return load(f"{INPLACE}:{name}")
+
+
+def fused_add_rms_norm_out_of_place(x, residual, weight, eps):  # returns new tensors, writes neither argument
+    h = x + residual
+    return h * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps).to(h.dtype) * weight, h
+
+
+def test_an_in_place_kernel_is_judged_by_what_it_writes_against_an_in_place_reference(tmp_path):
+    """A reference that returns nothing and writes its arguments (vLLM's fused_add_rms_norm convention): the
+    arguments it writes (seen by their version counters on the example call) are the outputs, and the kernel's
+    writes into copies of them are judged; the caller's tensors stay as they were. A kernel that leaves one of them
+    stale fails on that output, named; one that returns new tensors instead writes nothing, and fails too."""
+    import copy
+
+    ref, example_fn = _inplace("reference"), _inplace("get_inputs")
+    fused_add_rms_norm, stale = _inplace("fused_add_rms_norm"), _inplace("fused_add_rms_norm_stale_residual")
+    example = example_fn()
+    before = copy.deepcopy(example)
+    b = bind(fused_add_rms_norm, reference=ref, inputs=lambda: example)
+    assert b.schema.writes == ("x", "residual") and len(b.schema.outputs) == 2
+    assert "written in place: x, residual" in b.schema.describe()
+    assert all(torch.equal(a, c) for a, c in zip(example[:3], before[:3]))  # inference ran on copies
+    ok = gpuemu.fuzz(fused_add_rms_norm, reference=ref, inputs=example_fn, iterations=30, seed=1,
+                     store=str(tmp_path / "s"))
+    assert ok.ok and ok.passed == 30, ok.summary()
+    bad = gpuemu.fuzz(stale, reference=ref, inputs=example_fn, iterations=10, seed=1, store=str(tmp_path / "s"))
+    assert not bad.ok and "output 1 (residual, written in place)" in bad.failures[0].verdict.message
+    seed = bad.failures[0].case.seed
+    again = gpuemu.reproduce(seed, store=str(tmp_path / "s"), fn=stale)
+    assert again.verdict.status == "fail" and "residual, written in place" in again.verdict.message
+    none = gpuemu.fuzz(fused_add_rms_norm_out_of_place, reference=ref, inputs=example_fn, iterations=5, seed=1,
+                       save=False)
+    assert not none.ok and none.failures[0].verdict.kind == "outputs"  # 2 returned + 2 copies it left as they were
+
+
+def test_the_hook_judges_an_in_place_launcher_by_its_writes_and_leaves_the_host_result_alone(tmp_path):
+    """@shadow(reference=...) of an in-place launcher: the host's tensors are written once, by the launcher (the
+    reference runs on copies); a launcher that leaves the residual stale diverges, on that output."""
+    import gpuemu.hook as hook
+
+    ref, fused_add_rms_norm = _inplace("reference"), _inplace("fused_add_rms_norm")
+    good = hook.shadow(reference=ref)(fused_add_rms_norm)
+    bad = hook.shadow(reference=ref)(_inplace("fused_add_rms_norm_stale_residual"))
+    x, r, w, eps = _inplace("get_inputs")()
+    want_x, want_r = x.clone(), r.clone()
+    fused_add_rms_norm(want_x, want_r, w, eps)  # (unhooked: what the host program computes)
+    with hook.installed(mode="shadow", sample_rate=1.0, budget=1.0, store=str(tmp_path / "st")):
+        gx, gr = x.clone(), r.clone()
+        assert good(gx, gr, w, eps) is None
+        bad(x.clone(), r.clone(), w, eps)
+        stats = hook.stats()
+    assert torch.equal(gx, want_x) and torch.equal(gr, want_r)
+    assert stats["checks_by_source"]["@shadow"] == 2 and stats["divergences_by_source"] == {"@shadow": 1}
+    assert stats["internal_errors"] == 0
+    from gpuemu.store import Store
+
+    (rec,) = [f.record for f in Store(tmp_path / "st").list()]
+    assert "arg1, written in place" in rec["verdict"]["message"]
+
+
 # ---------------------------------------------------------------- integers computed from floats: a quantizer
 def quantize(x, scale):
     return torch.round(x / scale).clamp(-128, 127).to(torch.int8)

@@ -169,23 +169,32 @@ def _shadow_reference(fn: Any, reference: Callable) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def reference_judgment(reference: Callable, args: tuple, kwargs: dict, result: Any, tolerances: Any) -> Verdict:
-    """``result`` of a call ``(*args, **kwargs)`` against ``reference``'s on the same (captured) arguments: fp64
-    truth under gpuemu's fp64 mode, the reference in the call's dtype as the control (gpuemu.judge)."""
+def reference_judgment(reference: Callable, args: tuple, kwargs: dict, result: Any, tolerances: Any,
+                       after: list | None = None) -> tuple[Verdict, list, tuple[int, ...]]:
+    """(verdict, the kernel's outputs judged, the positions of the arguments the reference writes in place):
+    ``result`` of a call ``(*args, **kwargs)`` against ``reference``'s on the same (captured) arguments: fp64 truth
+    under gpuemu's fp64 mode, the reference in the call's dtype as the control (gpuemu.judge), each on copies.
+    Where the reference writes arguments in place, those are outputs too, after what it returns: the kernel's are
+    ``after`` (the call's arguments, positional then keyword, as the launcher left them), or already in ``result``
+    when ``after`` is None (a stored divergence's outputs)."""
     import torch
 
     from ..backends.fp64 import Fp64Mode
     from ..judge import judge_reference
-    from ..schema.infer import flatten_outputs
+    from ..schema.calls import call_noting_writes, flatten_outputs, outputs_beside
 
     def up(v: Any) -> Any:
         return v.detach().to("cpu", torch.float64) if is_tensor(v) and v.is_floating_point() else v
 
+    keywords, flat = list(kwargs), list(args) + list(kwargs.values())
     with torch.no_grad():
         with Fp64Mode():
-            truth = flatten_outputs(reference(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()}))
-        control = flatten_outputs(reference(*args, **kwargs))
-    return judge_reference(flatten_outputs(result), [t.detach().cpu() for t in truth], control, tolerances)
+            _, truth, writes = call_noting_writes(reference, [up(a) for a in flat], keywords)
+        _, control, _ = call_noting_writes(reference, flat, keywords)
+    got = outputs_beside(result, [after[i] for i in writes]) if writes and after is not None \
+        else flatten_outputs(result)
+    written = [f"arg{i}" if i < len(args) else f"kw.{keywords[i - len(args)]}" for i in writes]
+    return judge_reference(got, [t.detach().cpu() for t in truth], control, tolerances, writes=written), got, writes
 
 
 def _slow_reference(rt, reference, launcher, state, args, kwargs):
@@ -221,14 +230,14 @@ def _slow_reference(rt, reference, launcher, state, args, kwargs):
         return None
 
     def judge(chk, pre, result):
-        from ..schema.infer import flatten_outputs
-
         got = dict(zip(names, values))
         got.update(pre)
         c_args = [got[n] for n in names[:len(args)]]
         c_kwargs = {k: got[f"kw.{k}"] for k in kwargs}
-        chk.verdict = reference_judgment(reference, c_args, c_kwargs, result, rt.tolerances)
-        mutated = [k for k, v in tensors.items() if not same_bits(pre[k], v)]
+        chk.verdict, outs, writes = reference_judgment(reference, c_args, c_kwargs, result, rt.tolerances,
+                                                       after=values)
+        written = {names[i] for i in writes}  # (an in-place reference: the kernel writes them too, judged above)
+        mutated = [k for k, v in tensors.items() if k not in written and not same_bits(pre[k], v)]
         if chk.verdict.passed and mutated:
             chk.verdict = Verdict(FAIL, "mutation", f"the launcher modified its input"
                                                     f"{'s' if len(mutated) > 1 else ''} {', '.join(mutated)} "
@@ -245,9 +254,8 @@ def _slow_reference(rt, reference, launcher, state, args, kwargs):
                                              "kwargs": list(kwargs), "scalars": _jsonable(scalars),
                                              "device": str(first.device) if first is not None else "cpu"}}
         snap = {f"in.{k}": v for k, v in pre.items() if is_tensor(v)}
-        for i, o in enumerate(flatten_outputs(result)):
+        for i, o in enumerate(outs):
             snap[f"out.{i}"] = o
-        outs = flatten_outputs(result)
         rt.diverged(chk, chk.verdict, what=f"@shadow launcher {name} vs its reference {ref_target}",
                     shape=list(outs[0].shape) if outs else [], record=record, tensors=snap)
 

@@ -278,14 +278,14 @@ def _replay_reference_launcher(record, tensors, device, tolerances, trust=True):
     launcher = getattr(launcher, "__wrapped__", launcher)
     args = [values[n] for n in h["args"]]
     kwargs = {k: values[f"kw.{k}"] for k in h["kwargs"]}
-    recorded = reference_judgment(reference, args, kwargs, outs, tolerances)
+    recorded, _, _ = reference_judgment(reference, args, kwargs, outs, tolerances)  # (outs: all it judged)
     moved = capture({n: v.to(device) for n, v in values.items() if hasattr(v, "to") and hasattr(v, "shape")})
     full = dict(values, **moved)
     import numpy as np
 
     with np.errstate(all="ignore"):
         out = launcher(*[full[n] for n in h["args"]], **{k: full[f"kw.{k}"] for k in h["kwargs"]})
-    rerun = reference_judgment(reference, args, kwargs, out, tolerances)
+    rerun, _, _ = reference_judgment(reference, args, kwargs, out, tolerances, after=[full[n] for n in names])
     return recorded, rerun, f"launcher {h['launcher']} called on {device}, judged against {h['reference']}"
 
 

@@ -12,6 +12,7 @@ the calling conventions (plain functions, KernelBench modules) from :mod:`gpuemu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -111,7 +112,7 @@ def bind(kernel: Any, *, reference: Any, inputs: Any = None, schema: Mapping[str
     keywords = list(calls[0].kwargs)
     sch = infer(ref_obj, calls, names=names, constants=constants, where=f"reference {ref_target or ''}".strip())
     sch = apply(sch, declared)
-    launcher = _function_launcher(kernel, keywords)
+    launcher = _function_launcher(kernel, keywords, sch.write_positions())
     sch = _kernel_ties(sch, launcher, lambda s_: register(s_, ref_obj, keywords, ref_target))
     op = register(sch, ref_obj, keywords, ref_target)
     return Bound(launcher, op, sch, ref_target, inputs_target)
@@ -126,7 +127,7 @@ def _kernel_ties(sch: Schema, launcher: Callable, register_fn: Callable[[Schema]
 
     from ..cases import Case, materialize
     from ..runners import run_launcher
-    from .infer import flatten_outputs
+    from .calls import flatten_outputs
 
     declared = set((sch.declared.get("dims") or {}))
     free = [d for d in sch.dims.values() if not d.fixed and d.name not in declared]
@@ -197,16 +198,20 @@ def _merge(sch: Schema, keep: str, drop: str) -> Schema:
     return sch.replace(args=args, dims=dims, outputs=outputs)
 
 
-def _function_launcher(kernel: Any, keywords: list[str]) -> Callable:
-    if not keywords:
+def _function_launcher(kernel: Any, keywords: list[str], writes: tuple[int, ...] = ()) -> Callable:
+    """The kernel as the fuzzer calls it: the schema's arguments in order; where the reference writes arguments in
+    place, the kernel writes copies of them, which are its outputs (``call_function``'s ``writes``)."""
+    if not keywords and not writes:
         return kernel
 
     def launcher(*args: Any) -> Any:
-        return call_function(kernel, args, keywords)
+        return call_function(kernel, args, keywords, writes)
 
     launcher.__name__ = getattr(kernel, "__name__", "kernel")
     launcher.__qualname__ = getattr(kernel, "__qualname__", launcher.__name__)
     launcher.__module__ = getattr(kernel, "__module__", "")
+    with contextlib.suppress(AttributeError, TypeError):  # (a callable object: no __dict__ to carry)
+        launcher.__dict__.update(vars(kernel))  # what is declared on the kernel (@gpuemu.requires) holds for it
     launcher.__wrapped__ = kernel  # type: ignore[attr-defined]
     return launcher
 
@@ -275,7 +280,8 @@ def bind_record(record: Mapping[str, Any], kernel: Any) -> Bound:
         return Bound(ModuleCall(kernel, sch.module, mapping=sch.module.get("mapping")), op, sch, info["reference"],
                      info.get("inputs"))
     op = register(sch, ref_obj, keywords, info["reference"])
-    return Bound(_function_launcher(kernel, keywords), op, sch, info["reference"], info.get("inputs"))
+    return Bound(_function_launcher(kernel, keywords, sch.write_positions()), op, sch, info["reference"],
+                 info.get("inputs"))
 
 
 def register(sch: Schema, reference: Callable, keywords: list[str], target: str | None) -> str:
@@ -300,24 +306,25 @@ def spec_of(sch: Schema, reference: Callable, keywords: list[str], name: str, ta
     limits = {n: (d.lo, d.hi) for n, d in sch.dims.items()}
     multiples = {n: d.multiple_of for n, d in sch.dims.items() if d.multiple_of > 1}
     magnitude = "dot" if "contracted" in roles.values() else "sum" if "reduced" in roles.values() else "any"
+    writes = sch.write_positions()
 
     def run64(*args: Any) -> list:
         import torch
 
         from ..backends.fp64 import Fp64Mode
-        from .infer import flatten_outputs
+        from .calls import flatten_outputs
 
         with torch.no_grad(), Fp64Mode():
-            out = call_function(reference, args, keywords)
+            out = call_function(reference, args, keywords, writes)
         return flatten_outputs(out)
 
     def control(*args: Any) -> list:
         import torch
 
-        from .infer import flatten_outputs
+        from .calls import flatten_outputs
 
         with torch.no_grad():
-            return flatten_outputs(call_function(reference, args, keywords))
+            return flatten_outputs(call_function(reference, args, keywords, writes))
 
     signature = f"{target or getattr(reference, '__qualname__', 'reference')}(" + ", ".join(a.name for a in sch.args) + ")"
     return OpSpec(

@@ -88,10 +88,69 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def call_function(fn: Callable, args: Sequence[Any], keywords: Sequence[str]) -> Any:
-    """``fn(*positional, **keyword)`` where the last ``len(keywords)`` of ``args`` go by those names."""
-    n = len(args) - len(keywords)
-    return fn(*args[:n], **dict(zip(keywords, args[n:])))
+def call_function(fn: Callable, args: Sequence[Any], keywords: Sequence[str], writes: Sequence[int] = ()) -> Any:
+    """``fn(*positional, **keyword)`` where the last ``len(keywords)`` of ``args`` go by those names.
+
+    ``writes``: the positions of the arguments ``fn`` writes in place (an in-place kernel and its in-place
+    reference). Those are copied first (same sizes and strides), so the caller's tensors stay as they were, and the
+    result is what ``fn`` returned, less any view of those copies, followed by the copies in argument order: the
+    in-place call as a function, judged as any other."""
+    if not writes:
+        n = len(args) - len(keywords)
+        return fn(*args[:n], **dict(zip(keywords, args[n:])))
+    args = list(args)
+    copies = []
+    for i in writes:
+        args[i] = writable_copy(args[i])
+        copies.append(args[i])
+    return tuple(outputs_beside(call_function(fn, args, keywords), copies))
+
+
+def call_noting_writes(fn: Callable, args: Sequence[Any], keywords: Sequence[str]) -> tuple[Any, list, tuple[int, ...]]:
+    """(what ``fn`` returned, its outputs, the positions of the arguments it wrote in place): ``fn`` called on
+    copies of ``args`` (the caller's stay as they were); its outputs are what it returned, less any view of a
+    written copy, then the written copies, as :func:`call_function` with those ``writes`` gives them. A write is
+    seen by the tensor's version counter, whatever the values written."""
+    import torch
+
+    copies = [writable_copy(v) for v in args]
+    versions = [v._version if isinstance(v, torch.Tensor) else None for v in copies]
+    out = call_function(fn, copies, keywords)
+    writes = tuple(i for i, (v, n) in enumerate(zip(copies, versions)) if n is not None and v._version != n)
+    return out, outputs_beside(out, [copies[i] for i in writes]), writes
+
+
+def outputs_beside(out: Any, written: Sequence[Any]) -> list:
+    """The outputs of a call that returned ``out`` and wrote the tensors ``written`` in place: ``out``'s tensors
+    less any view of a written one, then the written ones."""
+    stores = {w.untyped_storage().data_ptr() for w in written}
+    return [t for t in flatten_outputs(out) if t.untyped_storage().data_ptr() not in stores] + list(written)
+
+
+def flatten_outputs(out: Any) -> list:
+    """The tensors of a reference's (or kernel's) result: a tensor, or a tuple/list/dict of them, in order."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flatten_outputs(o)]
+    if isinstance(out, Mapping):
+        return [t for o in out.values() for t in flatten_outputs(o)]
+    return []
+
+
+def writable_copy(t: Any) -> Any:
+    """A copy of tensor ``t`` with its sizes and strides (a padded or transposed layout stays one), contiguous where
+    its strides overlap (an expanded tensor: no in-place write could have a meaning there)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return t
+    try:
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+    except RuntimeError:  # overlapping strides
+        return t.clone(memory_format=torch.contiguous_format)
 
 
 # ------------------------------------------------------------------------------------ KernelBench modules

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InvalidArgument
 from ..ops import ArgSpec
-from .calls import Call
+from .calls import Call, flatten_outputs
 from .model import Dim, Output, Schema
 
 LIMITS = {"tiled": (1, 1100), "reduced": (1, 1100), "contracted": (1, 256), "index": (1, 300), "batch": (1, 8),
@@ -117,10 +117,10 @@ def _classify(name: str, value: Any, keyword: bool) -> _Slot:
 class _Prober:
     """Runs the reference on grown copies of the example (real tensors, the example's dtypes)."""
 
-    def __init__(self, reference: Callable, slots: list[_Slot], keywords: list[str]) -> None:
+    def __init__(self, reference: Callable, slots: list[_Slot], keywords: list[str], writes: tuple[int, ...]) -> None:
         import torch
 
-        self.reference, self.slots, self.keywords = reference, slots, keywords
+        self.reference, self.slots, self.keywords, self.writes = reference, slots, keywords, writes
         self.spent = 0.0
         self.runs = 0
         # an axis not grown keeps the example's size
@@ -144,7 +144,7 @@ class _Prober:
         t0 = time.perf_counter()
         try:
             with torch.no_grad():
-                out = call_function(self.reference, args, self.keywords)
+                out = call_function(self.reference, args, self.keywords, self.writes)
             return [tuple(o.shape) for o in flatten_outputs(out)]
         except Exception:  # noqa: BLE001 - the reference refuses these sizes: that is the answer
             return None
@@ -189,19 +189,6 @@ class _Prober:
         return flat[pick].reshape(shape)
 
 
-def flatten_outputs(out: Any) -> list:
-    """The tensors of a reference's (or kernel's) result: a tensor, or a tuple/list/dict of them, in order."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in flatten_outputs(o)]
-    if isinstance(out, Mapping):
-        return [t for o in out.values() for t in flatten_outputs(o)]
-    return []
-
-
 def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], constants: Mapping[str, int] = {},
           call_kind: str = "function", module: Mapping[str, Any] | None = None, where: str = "the reference",
           fixed_names: Sequence[str] = (), fixed_layouts: Sequence[str] = ()) -> Schema:
@@ -223,19 +210,23 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
         if s.name in fixed_names and s.kind == "int_scalar":
             s.kind = "const"
     t0 = time.perf_counter()
-    try:
+    from .calls import call_noting_writes
+
+    try:  # (on copies: the user's example stays as given, whatever the reference writes)
         with torch.no_grad():
-            out = call_function(reference, values, keywords)
+            out, outs, writes = call_noting_writes(reference, values, keywords)
     except Exception as e:  # noqa: BLE001 - the user's reference on the user's own example
         from ..errors import one_line
 
         raise InvalidArgument(f"{where} raised on its own example call: {one_line(e)}; fix the reference or the "
                               "inputs function") from None
     ref_seconds = time.perf_counter() - t0
-    outs = flatten_outputs(out)
+    if call_kind != "function":  # (a module's forward writing its inputs: judged by what it returns)
+        writes, outs = (), flatten_outputs(out)
     if not outs:
-        raise InvalidArgument(f"{where} returned {type(out).__name__}, no tensor: a reference returns the output "
-                              "tensor(s) the kernel must produce")
+        raise InvalidArgument(f"{where} returned {type(out).__name__}, no tensor, and wrote none of its arguments: a "
+                              "reference returns the output tensor(s) the kernel must produce, or writes them into "
+                              "its arguments in place")
 
     # ---- candidate dims: axes (and size-naming ints) of equal size in every example call
     sizes_of: dict[tuple, list[int]] = {}
@@ -271,7 +262,7 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
     for i, (key, axes) in enumerate(groups.items()):
         units[i] = list(axes)
         unit_size[i] = key[0]
-    prober = _Prober(reference, slots, keywords)
+    prober = _Prober(reference, slots, keywords, writes)
 
     def sizes_for(grow: Mapping[int, int]) -> dict:
         """The probe's size map: every axis of each grown unit at its new size (and size-naming ints)."""
@@ -521,7 +512,8 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
         notes.append(f"the reference took {ref_seconds:.1f} s on the example; cases draw smaller sizes")
     dtypes = ("fp32", "fp16", "bf16") if primary in ("fp32", "fp16", "bf16") else (primary,)
     return Schema(args=tuple(args), dims=dims, dtypes=dtypes, primary=primary, outputs=tuple(outputs),
-                  call=call_kind, module=dict(module or {}), notes=tuple(notes))
+                  call=call_kind, module=dict(module or {}), notes=tuple(notes),
+                  writes=tuple(slots[i].name for i in writes))
 
 
 def _sibling_atoms(slots: list[_Slot]) -> dict[tuple, tuple]:

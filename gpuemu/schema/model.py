@@ -81,9 +81,14 @@ class Schema:
     module: Mapping[str, Any] = field(default_factory=dict)  # call == "module": inputs, init, params (names)
     notes: tuple[str, ...] = ()
     declared: Mapping[str, Any] = field(default_factory=dict)  # the user's declaration, as given
+    writes: tuple[str, ...] = ()  # arguments the reference writes in place: outputs too, after what it returns
+
+    def write_positions(self) -> tuple[int, ...]:
+        """The positions in :attr:`args` of the arguments written in place (``call_function``'s ``writes``)."""
+        return tuple(i for i, a in enumerate(self.args) if a.name in self.writes)
 
     def to_dict(self) -> dict:
-        return {
+        return {**({"writes": list(self.writes)} if self.writes else {}),
             "schema_version": SCHEMA_VERSION,
             "call": self.call,
             "dims": {k: d.to_dict() for k, d in self.dims.items()},
@@ -109,7 +114,8 @@ class Schema:
                        dtypes=tuple(d["dtypes"]), primary=str(d["primary"]),
                        outputs=tuple(Output(o["dtype"], tuple(o["shape"])) for o in d.get("outputs", ())),
                        call=d.get("call", "function"), module=dict(d.get("module") or {}),
-                       notes=tuple(d.get("notes", ())), declared=dict(d.get("declared") or {}))
+                       notes=tuple(d.get("notes", ())), declared=dict(d.get("declared") or {}),
+                       writes=tuple(d.get("writes", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidArgument(f"malformed schema record: {e}") from None
 
@@ -129,6 +135,9 @@ class Schema:
             lines.append(f"  {_arg_line(a, self.primary)}")
         if self.outputs:
             lines.append("outputs: " + ", ".join(f"{o.dtype}[{','.join(o.shape)}]" for o in self.outputs))
+        if self.writes:
+            lines.append(f"written in place: {', '.join(self.writes)} (outputs, after what the reference returns; "
+                         "the kernel's copies judged)")
         lines.append(f"dtypes swept: {', '.join(self.dtypes)}")
         for n in self.notes:
             lines.append(f"note: {n}")
