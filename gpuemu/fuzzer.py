@@ -28,12 +28,14 @@ from .oracle import FAIL, LIMIT, PASS, PRECONDITION, REJECTED, Oracle, Verdict
 from .preconditions import Requires
 from .rng import derive_seed
 from .runners import default_device, precompile
+from .runners.cuda_on_cpu import cuda_on_cpu
 from .store import Store, seed_hex
 
 MAX_TIMEOUTS = 3  # a launcher that hangs this many times would hang on every case: the run stops there
 
 
 # ------------------------------------------------------------------------------------ the driver
+@cuda_on_cpu()  # (a machine without CUDA: the kernel's CUDA host calls answered on the CPU)
 def fuzz(fn: Callable, *, op: str | None = None, reference: Any = None, inputs: Any = None,
          schema: Mapping[str, Any] | str | None = None, init_inputs: Any = None,
          iterations: int | None = None, seed: int | None = None,
@@ -294,6 +296,7 @@ def check_signature(fn: Callable, spec: ops.OpSpec, case: Case, target: str) -> 
                               f"signature is '{spec.signature}' ('gpuemu ops {spec.name}')") from None
 
 
+@cuda_on_cpu()
 def reproduce(seed: str | int, *, store: str | os.PathLike | None = None, fn: Callable | None = None,
               target: str | None = None, device: str | None = None, rulepack: Iterable[str] = (),
               framework: str | None = None) -> "Replay":

@@ -13,7 +13,16 @@ from .errors import TargetError
 
 
 def load(spec: str) -> Callable:
-    """Import and return the callable named by ``spec``; one clear TargetError otherwise."""
+    """Import and return the callable named by ``spec``; one clear TargetError otherwise. On a machine without
+    CUDA the import answers CUDA requests on the CPU (:mod:`gpuemu.runners.cuda_on_cpu`: a module-level
+    ``DEVICE = triton.runtime.driver.active.get_active_torch_device()``)."""
+    from .runners.cuda_on_cpu import cuda_on_cpu
+
+    with cuda_on_cpu():
+        return _load(spec)
+
+
+def _load(spec: str) -> Callable:
     if ":" not in spec:
         raise TargetError(f"target {spec!r} must be 'path/to/file.py:function' or 'package.module:function'")
     mod_part, _, attr = spec.rpartition(":")

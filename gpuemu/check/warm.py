@@ -176,11 +176,14 @@ def _job(cwd: str, device: str, kind: str, plan: tuple, arg: tuple) -> tuple[boo
         import warnings
 
         warnings.simplefilter("ignore")
-        try:
-            draws = _draws(device, *plan)
-        except BaseException:  # noqa: BLE001 - a launcher that cannot be planned here is the check's to report
-            return False, None
-        return _walk(device, draws, set(arg) if kind == "compile" else None)
+        from ..runners.cuda_on_cpu import cuda_on_cpu
+
+        with cuda_on_cpu(active=device == "cpu"):  # (as the check's own run of the launcher)
+            try:
+                draws = _draws(device, *plan)
+            except BaseException:  # noqa: BLE001 - a launcher that cannot be planned here is the check's to report
+                return False, None
+            return _walk(device, draws, set(arg) if kind == "compile" else None)
 
 
 def _draws(device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict):

@@ -31,6 +31,13 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..runners.cuda_on_cpu import cuda_on_cpu
+
+    with cuda_on_cpu():  # (a machine without CUDA: the launcher's CUDA host calls answered on the CPU)
+        return _run(args)
+
+
+def _run(args) -> int:
     from .. import config
     from ..errors import InvalidArgument, SnapshotError
     from ..store import Store

@@ -4,7 +4,7 @@ Between samples the hook is *disarmed*: ``JITFunction.run`` and Inductor's ``Cac
 Triton's and Inductor's own, and a graph compiled by the ``gpuemu`` backend calls Inductor's compiled
 callable directly (its ``current_callable`` is Inductor's). Nothing of gpuemu is on the stack.
 
-The hook *arms* (puts the patches in place through one undoable :class:`Scope`) when a check may be due:
+The hook *arms* (puts the patches in place through one undoable :class:`gpuemu.scope.Scope`) when a check may be due:
 
 * **novelty** — at install, when the ``gpuemu`` backend compiles a graph (forward, backward or inference)
   and when Triton compiles a kernel (``triton.knobs.compilation.listener``): a new graph or kernel is
@@ -34,35 +34,6 @@ FIRST_PERIOD_S = 1.0
 QUIET_CALLS = 512
 SCHEDULE_QUIET_CALLS = 64
 RANDOM_SHARE = 0.1
-
-
-class Scope:
-    """Patches of third-party objects, each undone in reverse order by :meth:`undo` (and only if still ours)."""
-
-    def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, Any, Any, bool]] = []
-
-    def set(self, obj: Any, attr: str, value: Any) -> None:
-        had = attr in vars(obj) if hasattr(obj, "__dict__") else hasattr(obj, attr)
-        old = getattr(obj, attr, None)
-        setattr(obj, attr, value)
-        self._undo.append((obj, attr, old, value, had))
-
-    def undo(self) -> None:
-        while self._undo:
-            obj, attr, old, value, had = self._undo.pop()
-            if getattr(obj, attr, None) is not value:
-                continue  # someone patched over us: leave theirs in place
-            if had:
-                setattr(obj, attr, old)
-            else:
-                try:
-                    delattr(obj, attr)
-                except AttributeError:
-                    setattr(obj, attr, old)
-
-    def __len__(self) -> int:
-        return len(self._undo)
 
 
 class Arming:
@@ -182,4 +153,4 @@ class Arming:
             self.targets.clear()
 
 
-__all__ = ["Scope", "Arming", "QUIET_CALLS", "MIN_PERIOD_S"]
+__all__ = ["Arming", "QUIET_CALLS", "MIN_PERIOD_S"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..oracle import FAIL, Verdict
 from .capture import capture, clone_group, is_tensor, same_bits, storage_bytes
-from .arming import Scope
+from ..scope import Scope
 from ..judge import judge_pair, rms_scale
 from .pipeline import run_check
 from .runtime import Runtime

@@ -116,7 +116,10 @@ def _worker(cwd: str, target: str, op: str, seed: int, dtypes: list[str], strate
     """Draw cases index, index + workers, ... as the fuzz loop does and run the launcher on each (no judging)."""
     os.chdir(cwd)
     if device == "cpu":
-        return _cpu_worker(target, op, seed, dtypes, strategy, iterations, requires, index, workers, targets)
+        from .cuda_on_cpu import cuda_on_cpu
+
+        with cuda_on_cpu():  # (the loop's process answers the launcher's CUDA requests so: this one too)
+            return _cpu_worker(target, op, seed, dtypes, strategy, iterations, requires, index, workers, targets)
     try:
         import torch
 

@@ -18,6 +18,7 @@ from typing import Any
 
 _installed: Any = None
 _previous: Any = None
+_holders = 0  # install_if_needed calls that found or put the stand-in in place, less uninstall calls
 
 
 def _driver_config():
@@ -70,9 +71,11 @@ def _make_class():
 
 
 def install_if_needed() -> bool:
-    """Make the stand-in the active driver when no real one exists; True if installed now."""
-    global _installed, _previous
+    """Make the stand-in the active driver when no real one exists; True if installed now. Each call that finds
+    or installs it holds it until a matching :func:`uninstall` (the runtime and a ``cuda_on_cpu`` scope nest)."""
+    global _installed, _previous, _holders
     if _installed is not None:
+        _holders += 1
         return False
     cfg = _driver_config()
     try:
@@ -82,13 +85,18 @@ def install_if_needed() -> bool:
         pass
     _previous = cfg._active
     _installed = _make_class()()
+    _holders = 1
     cfg.set_active(_installed)
     return True
 
 
 def uninstall() -> None:
-    global _installed, _previous
+    """Release one hold on the stand-in; the last one puts the previous driver back."""
+    global _installed, _previous, _holders
     if _installed is None:
+        return
+    _holders -= 1
+    if _holders > 0:
         return
     cfg = _driver_config()
     if cfg._active is _installed:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import InvalidArgument
+from ..runners.cuda_on_cpu import cuda_on_cpu
 from .calls import Call, ModuleCall, as_calls, call_function, is_module_class, match_params, slot_names, state_entries
 from .model import Dim, Output, Schema
 
@@ -70,6 +71,16 @@ def _module_constants(obj: Any) -> dict[str, int]:
             or (type(v) is int and k.isupper() and not k.startswith("_"))}
 
 
+def _user_call(fn: Callable, what: str, fix: str) -> Any:
+    """``fn()``, the user's code: what it raises is a usage error in one line (what, and what to do)."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the user's own code on the user's own example
+        from ..errors import one_line
+
+        raise InvalidArgument(f"{what} raised {one_line(e)}; {fix}") from None
+
+
 def _find_inputs(reference: Any, what: str) -> tuple[Callable, str | None]:
     """The example-call function of the reference's module: get_examples, then get_inputs."""
     mod = inspect.getmodule(reference)
@@ -82,6 +93,7 @@ def _find_inputs(reference: Any, what: str) -> tuple[Callable, str | None]:
                           "arguments), or define get_inputs() in the reference's file")
 
 
+@cuda_on_cpu()  # (get_inputs() and ModelNew(...) written for a GPU, on a machine without one)
 def bind(kernel: Any, *, reference: Any, inputs: Any = None, schema: Mapping[str, Any] | str | None = None,
          init_inputs: Any = None) -> Bound:
     """Bind ``kernel`` to ``reference`` (callables, classes or ``file.py:name`` targets) with the example call(s)
@@ -100,7 +112,7 @@ def bind(kernel: Any, *, reference: Any, inputs: Any = None, schema: Mapping[str
         inputs_fn = _load(inputs, "inputs")
         inputs_target = _describe(inputs_fn, inputs)
     where = inputs_target or "the inputs function"
-    raw = inputs_fn() if callable(inputs_fn) else inputs_fn
+    raw = _user_call(inputs_fn, where, "fix the inputs function") if callable(inputs_fn) else inputs_fn
     calls = as_calls(raw, where)
     declared = load_declaration(schema, ref_obj)
     constants = _module_constants(ref_obj)
@@ -229,11 +241,12 @@ def _bind_modules(kernel: Any, ref_cls: type, ref_target: str | None, calls: lis
     if init_inputs is None:
         mod = inspect.getmodule(ref_cls)
         fn = getattr(mod, "get_init_inputs", None)
-        init = list(fn()) if callable(fn) else []
+        init = list(_user_call(fn, "get_init_inputs()", "fix the problem file")) if callable(fn) else []
     else:
-        init = list(init_inputs() if callable(init_inputs) else init_inputs)
+        init = list(_user_call(init_inputs, "init_inputs()", "fix it") if callable(init_inputs) else init_inputs)
     with _fork_rng():
-        model = ref_cls(*init)
+        model = _user_call(lambda: ref_cls(*init), f"{getattr(ref_cls, '__name__', 'Model')}(*get_init_inputs())",
+                           "fix the reference module")
     params = state_entries(model)
     with _fork_rng():
         try:
