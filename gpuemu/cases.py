@@ -381,7 +381,7 @@ def materialize(case: Case, device: str = "cpu") -> tuple[dict[str, Any], dict[s
             out[arg.name] = case.kwargs.get(arg.name, arg.value)  # a reference's float constant may be drawn
             continue
         if arg.kind == "dim":
-            out[arg.name] = case.dims[arg.index_of]
+            out[arg.name] = arg.dim_value(case.dims, case.batch)
             continue
         shape = arg.resolve(case.dims, case.batch)
         layout = case.layouts.get(arg.name, "contiguous")
@@ -486,7 +486,7 @@ def _move_storage(t, device: str):
 def scalar_args(case: Case) -> dict[str, Any]:
     """The non-tensor arguments of a case (a reference-defined op's constants and sizes): what a snapshot, which
     holds tensors only, leaves to the case."""
-    return {a.name: (case.kwargs.get(a.name, a.value) if a.kind == "const" else case.dims[a.index_of])
+    return {a.name: (case.kwargs.get(a.name, a.value) if a.kind == "const" else a.dim_value(case.dims, case.batch))
             for a in case.spec.args if not a.is_tensor}
 
 

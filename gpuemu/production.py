@@ -106,7 +106,7 @@ def make_inputs(case: Case) -> Inputs:
             tensors[arg.name] = arg.value
             continue
         if arg.kind == "dim":
-            tensors[arg.name] = case.dims[arg.index_of]
+            tensors[arg.name] = arg.dim_value(case.dims, case.batch)
             continue
         if case.layouts.get(arg.name, "contiguous") == "none":
             tensors[arg.name] = None

@@ -326,6 +326,71 @@ def test_the_hook_judges_an_in_place_launcher_by_its_writes_and_leaves_the_host_
     assert "arg1, written in place" in rec["verdict"]["message"]
 
 
+# ---------------------------------------------------------------- a tuple of sizes: F.layer_norm's normalized_shape
+def layer_norm_ref(x, normalized_shape, weight, bias, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps)
+
+
+def example_layer_norm():
+    g = torch.Generator().manual_seed(3)
+    return [torch.randn(4, 32, 256, generator=g), (256,), torch.randn(256, generator=g), torch.randn(256, generator=g)]
+
+
+@triton.jit
+def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n, eps, BLOCK: tl.constexpr, MEAN_OVER: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, 0) / MEAN_OVER if MEAN_OVER > 0 else tl.sum(x, 0) / n
+    d = tl.where(m, x - mean, 0.0)
+    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n + cols, d * tl.rsqrt(tl.sum(d * d, 0) / n + eps) * w + b, mask=m)
+
+
+def _layer_norm(x, normalized_shape, weight, bias, eps, buggy):
+    x = x.contiguous()
+    n = x.shape[-1]
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n)
+    _layer_norm_kernel[(x.numel() // n,)](x, weight.contiguous(), bias.contiguous(), y, n, eps, BLOCK=block,
+                                          MEAN_OVER=block if buggy else 0)
+    return y
+
+
+def layer_norm_kernel(x, normalized_shape, weight, bias, eps=1e-5):
+    return _layer_norm(x, normalized_shape, weight, bias, eps, False)
+
+
+def layer_norm_kernel_block_mean(x, normalized_shape, weight, bias, eps=1e-5):  # the mean over the padded block
+    return _layer_norm(x, normalized_shape, weight, bias, eps, True)
+
+
+def test_a_tuple_of_sizes_follows_the_dims_it_names_so_the_row_length_is_fuzzed(tmp_path):
+    """F.layer_norm(x, (256,), w, b): the 256 in normalized_shape names x's last dim, so the tuple is drawn with it
+    (before, it pinned the row at the example's power of two, where a mean over the padded block is right)."""
+    b = bind(layer_norm_kernel, reference=layer_norm_ref, inputs=example_layer_norm)
+    arg = next(a for a in b.schema.args if a.name == "normalized_shape")
+    last = b.schema.args[0].shape[-1]
+    assert arg.kind == "dim" and arg.shape == (last,) and not b.schema.dims[last].fixed
+    assert "normalized_shape sizes (x.2,)" in b.schema.describe()
+    ok = gpuemu.fuzz(layer_norm_kernel, reference=layer_norm_ref, inputs=example_layer_norm, iterations=30, seed=1,
+                     save=False)
+    assert ok.ok, ok.summary()
+    bad = gpuemu.fuzz(layer_norm_kernel_block_mean, reference=layer_norm_ref, inputs=example_layer_norm,
+                      iterations=30, seed=1, store=str(tmp_path / "s"))
+    assert not bad.ok and bad.failures[0].case.dims[last] not in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+    again = gpuemu.reproduce(bad.failures[0].case.seed, store=str(tmp_path / "s"), fn=layer_norm_kernel_block_mean)
+    assert again.verdict.status == "fail"
+
+    def view_rows(x, shape):  # (-1, 4): not sizes (a -1), kept as given
+        return x.reshape(shape) * 2
+
+    s = bind(view_rows, reference=view_rows, inputs=lambda: [torch.randn(8, 4), (-1, 4)]).schema
+    assert next(a for a in s.args if a.name == "shape").kind == "const"
+
+
 # ---------------------------------------------------------------- integers computed from floats: a quantizer
 def quantize(x, scale):
     return torch.round(x / scale).clamp(-128, 127).to(torch.int8)

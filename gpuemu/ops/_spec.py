@@ -23,7 +23,8 @@ class ArgSpec:
     bounds of consecutive groups, e.g. tokens per expert), ``int`` (``dtype`` in ``[lo, hi]``: quantized values),
     ``bool`` (True with probability ``density``), ``fp8`` (``dtype`` float8, values of the case's distribution
     scaled by ``hi``, saturated), ``const`` (``value`` as given: a scalar, a flag) and ``dim`` (the int size of
-    ``index_of``: a launcher or module parameter that names a size).
+    ``index_of``: a launcher or module parameter that names a size; or, with ``shape`` set, a tuple of sizes such
+    as layer_norm's ``normalized_shape``, of the type of ``value``).
     ``values``: a fixed distribution for parameter-like args ("normal", "unit"); ``"range"`` draws uniformly in
     ``[lo, hi]`` (a positive scale), ``"mask"`` draws 0 or -inf (an additive mask, 0 with probability ``density``).
     ``keyword``: passed by name.
@@ -60,6 +61,13 @@ class ArgSpec:
             else:
                 out.append(dims[d])
         return tuple(out)
+
+    def dim_value(self, dims: Mapping[str, int], batch: tuple[int, ...] = ()) -> Any:
+        """A ``dim`` argument's value: the size of ``index_of``, or, for a tuple of sizes (``shape`` set, ``value``
+        the example's tuple or list), that tuple at these dims."""
+        if self.shape:
+            return type(self.value or ())(self.resolve(dims, batch))
+        return dims[self.index_of]
 
     @property
     def is_tensor(self) -> bool:

@@ -181,6 +181,7 @@ def _arg(arg: Any, d: Any, dims: Mapping[str, Dim]) -> Any:
         if key in d:
             ch[key] = d[key]
     kind = ch.get("kind", arg.kind)
-    if kind in ("index", "offsets", "dim") and not (ch.get("index_of") or arg.index_of):
+    if kind in ("index", "offsets", "dim") and not (ch.get("index_of") or arg.index_of) \
+            and not (kind == "dim" and arg.shape and "kind" not in ch):  # (a tuple of sizes keeps its elements)
         raise InvalidArgument(f"schema declaration: argument {arg.name}: kind {kind} needs 'of: DIM'")
     return dataclasses.replace(arg, **ch)

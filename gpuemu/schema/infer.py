@@ -68,6 +68,15 @@ def _dtype_name(dt: Any) -> str:
     return str(dt).replace("torch.", "")
 
 
+def _size_like(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 1 <= v < 2**31
+
+
+def _element(name: str, j: int) -> str:
+    """The name inference gives element ``j`` of a tuple-of-sizes argument (a scalar of its own while probing)."""
+    return f"{name}[{j}]"
+
+
 def _classify(name: str, value: Any, keyword: bool) -> _Slot:
     import torch
 
@@ -76,8 +85,10 @@ def _classify(name: str, value: Any, keyword: bool) -> _Slot:
         s.kind = "const"
         return s
     if not isinstance(value, torch.Tensor):
-        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**31:
+        if _size_like(value):
             s.kind = "int_scalar"  # may name a size (decided by probing)
+        elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 8 and all(_size_like(v) for v in value):
+            s.kind = "int_tuple"  # a shape (layer_norm's normalized_shape, a view's sizes): each int may name one
         return s
     t = value.detach()
     s.dtype = _dtype_name(t.dtype)
@@ -157,6 +168,8 @@ class _Prober:
         if s.kind in ("const", "int_scalar"):
             key = ("scalar", s.name)
             return sizes.get(key, s.value) if s.kind == "int_scalar" else s.value
+        if s.kind == "int_tuple":
+            return type(s.value)(sizes.get(("scalar", _element(s.name, j)), v) for j, v in enumerate(s.value))
         keys = [("ax", s.name, ax) for ax in range(s.value.dim())]
         shape = tuple(sizes[k] for k in keys)
         t = s.value
@@ -207,7 +220,7 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
         raise InvalidArgument(f"{where}: {len(values)} arguments in the example call, {len(names)} names")
     slots = [_classify(n, v, i >= len(first.args)) for i, (n, v) in enumerate(zip(names, values))]
     for s in slots:
-        if s.name in fixed_names and s.kind == "int_scalar":
+        if s.name in fixed_names and s.kind in ("int_scalar", "int_tuple"):
             s.kind = "const"
     t0 = time.perf_counter()
     from .calls import call_noting_writes
@@ -240,6 +253,9 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
                     sizes_of.setdefault((s.name, ax), []).append(int(n))
             elif s.kind == "int_scalar":
                 sizes_of.setdefault((s.name, None), []).append(int(v))
+            elif s.kind == "int_tuple" and isinstance(v, (tuple, list)) and len(v) == len(s.value):
+                for j, e in enumerate(v):
+                    sizes_of.setdefault((_element(s.name, j), None), []).append(int(e))
     groups: dict[tuple, list[tuple]] = {}
     for axis, seq in sizes_of.items():
         if len(seq) == len(calls):
@@ -382,8 +398,10 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
     # ---- dims: names, roles, limits
     dim_name: dict[int, str] = {}
     used_names: set[str] = set()
-    for u in sorted(units, key=lambda k: min((names.index(a[0]), a[1] if a[1] is not None else -1)
-                                              for a in units[k]) if units[k] else (1 << 30, 0)):
+    def position(a: tuple) -> tuple[int, int]:  # (an element of a tuple of sizes sorts with its argument)
+        return names.index(a[0].split("[", 1)[0]), a[1] if a[1] is not None else -1
+
+    for u in sorted(units, key=lambda k: min(position(a) for a in units[k]) if units[k] else (1 << 30, 0)):
         if not units[u] or u in derived or (unit_size[u] == 1 and u not in free):  # (a fixed 1: a broadcast axis)
             continue
         size = unit_size[u]
@@ -392,7 +410,7 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
         if len(consts) == 1 and consts[0] not in used_names:
             nm = consts[0]
         else:
-            a = min(units[u], key=lambda a: (names.index(a[0]), a[1] if a[1] is not None else -1))
+            a = min(units[u], key=position)
             nm = f"{a[0]}.{a[1]}" if a[1] is not None else a[0]
         while nm in used_names:
             nm += "_"
@@ -470,6 +488,20 @@ def infer(reference: Callable, calls: Sequence[Call], *, names: Sequence[str], c
                 args.append(ArgSpec(s.name, (), kind="dim", index_of=d, keyword=s.keyword))
             else:
                 args.append(ArgSpec(s.name, (), kind="const", value=s.value, keyword=s.keyword))
+            continue
+        if kind == "int_tuple":  # each int that names a free dim follows it; the others keep their value
+            elements = []
+            for j, v in enumerate(s.value):
+                try:
+                    d = axis_dim(_element(s.name, j), None)
+                except KeyError:
+                    d = None
+                elements.append(d if d is not None and "/" not in d and "+" not in d and not dims[d].fixed
+                                else str(int(v)))
+            if all(e.isdigit() for e in elements):
+                args.append(ArgSpec(s.name, (), kind="const", value=s.value, keyword=s.keyword))
+            else:
+                args.append(ArgSpec(s.name, tuple(elements), kind="dim", value=s.value, keyword=s.keyword))
             continue
         if kind == "const":
             args.append(ArgSpec(s.name, (), kind="const", value=s.value, keyword=s.keyword))

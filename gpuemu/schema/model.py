@@ -154,6 +154,8 @@ def _arg_line(a: ArgSpec, primary: str) -> str:
             return f"{a.name:<12} const {a.value!r}, drawn in [x0.5, x2] in half the cases (range: [v, v] pins it)"
         return f"{a.name:<12} const {a.value!r}"
     if a.kind == "dim":
+        if a.shape:
+            return f"{a.name:<12} sizes ({', '.join(a.shape)}{',' if len(a.shape) == 1 else ''})"
         return f"{a.name:<12} int = size of {a.index_of}"
     extra = {
         "index": f"ids in [0, {a.index_of})" + (", sorted" if a.sorted else ""),
