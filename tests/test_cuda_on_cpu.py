@@ -33,6 +33,8 @@ def test_cuda_requests_are_answered_on_the_cpu_inside_the_scope_and_raise_again_
         assert x.cuda() is x and x.to("cuda").device.type == "cpu"
         assert x.to(device=torch.device("cuda", 0), dtype=torch.float16).dtype == torch.float16
         assert torch.empty_like(x, device="cuda:0").device.type == "cpu"
+        assert torch.zeros(2, device=torch.cuda.current_device()).device.type == "cpu" and x.to(0).device.type == "cpu"
+        assert x.to(torch.float16).dtype == torch.float16 and x.to(x).device.type == "cpu"
         assert torch.nn.Linear(8, 2).cuda().weight.device.type == "cpu"
         torch.cuda.synchronize()
         with torch.cuda.device(x.device), torch.cuda.stream(torch.cuda.Stream()):

@@ -207,6 +207,8 @@ def _mode() -> Any:
     def on_cuda(d: Any) -> bool:
         if isinstance(d, str):
             return d == "cuda" or d.startswith("cuda:")
+        if type(d) is int:  # device=0, device=torch.cuda.current_device(): a CUDA ordinal
+            return True
         return isinstance(d, torch.device) and d.type == "cuda"
 
     class CudaOnCpu(TorchFunctionMode):
@@ -220,8 +222,8 @@ def _mode() -> Any:
                 return args[0]
             if "device" in kwargs and on_cuda(kwargs["device"]):
                 kwargs = dict(kwargs, device="cpu")
-            if func in tensor_to and any(on_cuda(a) for a in args[1:]):
-                args = tuple("cpu" if i and on_cuda(a) else a for i, a in enumerate(args))
+            if func in tensor_to and len(args) > 1 and on_cuda(args[1]):  # x.to("cuda"), x.to(0, torch.half)
+                args = (args[0], "cpu", *args[2:])
             return func(*args, **kwargs)
 
     return CudaOnCpu()
