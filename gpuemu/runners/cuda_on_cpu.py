@@ -35,6 +35,7 @@ __all__ = ["cuda_on_cpu", "needed"]
 _lock = threading.Lock()
 _patched = 0  # scopes holding the torch.cuda patches (any thread)
 _scope: Any = None
+_driver_held = False  # the first scope's install_if_needed left the stand-in in place (its hold is released last)
 _local = threading.local()  # .depth: this thread's nesting (its mode entered once)
 
 CAPABILITY = (9, 0)  # what CPU runs predict for by default (gpuemu.resources: sm_90)
@@ -78,26 +79,35 @@ def cuda_on_cpu(active: bool = True) -> Iterator[None]:
 
 
 def _hold() -> None:
-    global _patched, _scope
-    from ..runtime import driver
+    global _patched, _scope, _driver_held
+    from ..frameworks import preload_triton
 
+    preload_triton()  # (Triton imported after TensorFlow crashes the process unless imported this way)
     with _lock:
         _patched += 1
         if _patched == 1:
             _scope = _patch_torch_cuda()
-        driver.install_if_needed()
+            with contextlib.suppress(Exception):  # (no Triton, or one without the driver slot: no stand-in)
+                from ..runtime import driver
+
+                driver.install_if_needed()
+                _driver_held = driver._installed is not None
 
 
 def _release() -> None:
-    global _patched, _scope
-    from ..runtime import driver
+    global _patched, _scope, _driver_held
 
     with _lock:
-        driver.uninstall()
         _patched -= 1
-        if _patched == 0 and _scope is not None:
-            _scope.undo()
-            _scope = None
+        if _patched == 0:
+            if _driver_held:
+                from ..runtime import driver
+
+                driver.uninstall()
+                _driver_held = False
+            if _scope is not None:
+                _scope.undo()
+                _scope = None
 
 
 def _patch_torch_cuda() -> Any:
