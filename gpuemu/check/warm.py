@@ -53,7 +53,8 @@ def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int, _warming: 
     def run(pool, jobs: list[tuple]) -> list:
         nonlocal failed
         out: list = [None] * len(jobs)
-        futures = {pool.submit(_timed, os.getcwd(), device, *job): i for i, job in enumerate(jobs)}
+        submit = lambda: {pool.submit(_timed, os.getcwd(), device, *job): i for i, job in enumerate(jobs)}  # noqa: E731
+        futures = submit() if _warming is None else _warming.submitting(pool, submit)
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -68,11 +69,10 @@ def warm(tasks: list[tuple[Any, dict]], *, device: str, workers: int, _warming: 
     jobs: list = []
     stats: dict = {"specialisations": 0, "shared": 0}
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        if _warming is None or _warming.attach(pool):
-            found = run(pool, [("discover", plan, ()) for plan in plans])
+        found = run(pool, [("discover", plan, ()) for plan in plans])
+        if _warming is None or not _warming.stopped:
             jobs, stats = plan_jobs(plans, found, workers)
-            if _warming is None or not _warming.stopped:
-                run(pool, jobs)
+            run(pool, jobs)
     slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:5]
     return {"jobs": len(plans) + len(jobs), "seconds": time.perf_counter() - t0, "failed": failed,
             "busy_seconds": sum(seconds.values()), "slowest": [[t, round(s, 1)] for t, s in slowest], **stats}
@@ -91,6 +91,7 @@ class Warming:
         self.stats: dict | None = None
         self.stopped = False
         self._pool: Any = None
+        self._processes: set = set()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, args=([(entry, kw)], device, workers), daemon=True,
                                         name="gpuemu-warm")
@@ -102,24 +103,28 @@ class Warming:
         except BaseException:  # noqa: BLE001 - no pool here (no process could start): the loop compiles, as before
             self.stats = None
 
-    def attach(self, pool: Any) -> bool:
-        """Called by :func:`warm` with its pool; False when :meth:`stop` came first."""
+    def submitting(self, pool: Any, submit: Any) -> dict:
+        """Run ``submit`` (which submits jobs to ``pool``) unless :meth:`stop` came first, noting the processes the
+        pool started for them; under the lock :meth:`stop` takes, so no process starts unseen after it."""
         with self._lock:
+            if self.stopped:
+                return {}
             self._pool = pool
-            return not self.stopped
+            futures = submit()
+            self._processes.update((getattr(pool, "_processes", None) or {}).values())  # (shutdown forgets them)
+            return futures
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            pool = self._pool
+            pool, processes = self._pool, list(self._processes)
         if pool is not None:
-            processes = list((getattr(pool, "_processes", None) or {}).values())  # (shutdown forgets them)
             pool.shutdown(wait=False, cancel_futures=True)
-            for p in processes:  # a compile job can take seconds: not waited for
-                if p.is_alive():
-                    p.terminate()
-            for p in processes:
-                p.join(timeout=10)
+        for p in processes:  # a compile job can take seconds: not waited for
+            if p.is_alive():
+                p.terminate()
+        for p in processes:
+            p.join(timeout=10)
         self._thread.join(timeout=30)
 
     def join(self, timeout: float | None = None) -> dict | None:
