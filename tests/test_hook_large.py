@@ -375,7 +375,7 @@ def test_the_row_rules_are_identities_of_indexing():
 
 @pytest.mark.parametrize("fn", [lambda x: x.cumsum(0), lambda x: x.t() * 1, lambda x: x.sum(0),
                                 lambda x: x.reshape(-1).cumsum(0), lambda x: x.roll(1, -1),
-                                lambda x: x + torch.arange(x.shape[0]).unsqueeze(-1)])
+                                lambda x: x + x.sum(0, keepdim=True)])
 def test_what_moves_or_mixes_rows_is_not_row_local(fn):
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -384,6 +384,103 @@ def test_what_moves_or_mixes_rows_is_not_row_local(fn):
     gm = make_fx(fn)(torch.randn(200, 16))
     why = plan_rows(gm, cap_bytes=1 << 30)
     assert isinstance(why, str) and why.startswith("no output is row-local"), why
+
+
+def _shifted_loss_grad(logits, labels, amax, lse, count, grad):
+    """The logits' gradient of a causal LM's mean cross-entropy, as Inductor's backward graph of GPT-2's loss (Hugging
+    Face's) computes it: from the labels padded by one ([B, T+1]) and shifted to [B, T] inside the graph, so the
+    labels input holds no rows of the logits' [B*T] until it is sliced; the saved row max and log-sum-exp."""
+    t = labels[:, 1:].reshape(-1, 1)
+    keep = t != -100
+    onehot = torch.where(torch.where(keep, t, 0) == torch.arange(logits.shape[-1]).view(1, -1), -1.0, 0.0)
+    g = onehot * torch.where(keep, grad / count, 0.0)
+    p = (logits.view(-1, logits.shape[-1]) - amax - lse).exp()
+    return (g - p * g.sum(1, keepdim=True)).view(logits.shape)
+
+
+def _loss_grad_args(b, t, v, g):
+    logits = torch.randn(b, t, v, generator=g)
+    labels = torch.randint(0, v, (b, t + 1), generator=g)
+    labels[0, 3] = -100
+    flat = logits.view(-1, v)
+    amax = flat.amax(1, keepdim=True)
+    return [logits, labels, amax, (flat - amax).exp().sum(1, keepdim=True).log(), torch.tensor(b * t - 1.0),
+            torch.tensor(1.0)]
+
+
+def _masked_attention(q, k, v):
+    """Attention with its causal mask built as Hugging Face's sdpa_mask does: from aranges, [1, 1, T, T], expanded
+    to the batch ([B, 1, T, T]): a value computed whole that spans the batch dim."""
+    b, t = q.shape[0], q.shape[2]
+    keep = torch.arange(t).view(1, 1, 1, t) <= torch.arange(t).view(1, 1, t, 1)
+    mask = torch.where(keep.expand(b, -1, t, t), 0.0, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("case", ["arange", "shifted_loss", "mask"])
+def test_whole_values_that_hold_rows_have_their_rows_taken(case):
+    """A value computed whole whose leading dims hold the rows (x + arange(N)[:, None]; labels padded then sliced
+    to [B, T]; a causal mask expanded to [B, 1, T, T]) meets row-indexed values: the plan computes it whole and takes
+    the sampled rows from it by index (RowPlan.takes_rows: one more input, the rows), and the restricted graph gives
+    exactly those rows of the full graph; without that, no output of these graphs is row-local."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from gpuemu.backends import row_local
+    from gpuemu.backends.row_local import plan_rows, take_rows
+
+    g = torch.Generator().manual_seed(0)
+    if case == "arange":
+        args = [torch.randn(200, 16, generator=g)]
+        graphs = [make_fx(lambda x: x + torch.arange(x.shape[0]).unsqueeze(-1))(*args)]
+        n = 200
+    elif case == "mask":
+        args = [torch.randn(5, 2, 12, 8, generator=g) for _ in range(3)]
+        graphs = [make_fx(_masked_attention)(*args)]
+        n = 5
+    else:
+        args = _loss_grad_args(3, 40, 24, g)
+        graphs = [make_fx(_shifted_loss_grad)(*args)]
+        n = 120
+    for gm in graphs:
+        names = [p for p in gm.graph.nodes if p.op == "placeholder"]
+        plan = plan_rows(gm, cap_bytes=1 << 30, rows=7)
+        assert not isinstance(plan, str), plan
+        assert plan.takes_rows and plan.n_rows == n and plan.outputs, plan
+        idx = sorted({0, 1, n // 2, n - 2, n - 1, 3, n // 3})[:7]
+        full = gm(*args)
+        full = full if isinstance(full, (list, tuple)) else [full]
+        rows = plan.gm(*[take_rows(a, k, idx, n) for a, k in zip(args, plan.inputs)], torch.tensor(idx))
+        for (i, k), r in zip(plan.outputs.items(), rows):
+            torch.testing.assert_close(r, take_rows(full[i], k, idx, n), rtol=0, atol=0)
+        i, k = next((i, k) for i, k in plan.outputs.items() if k)  # (other rows are not those rows: it can fail)
+        assert not torch.equal(rows[list(plan.outputs).index(i)], take_rows(full[i], k, idx[::-1], n))
+        # (the same graph without promotion: nothing to compare)
+        for n_, blocks in row_local._candidates(names):
+            why = row_local._plan_for(gm, names, n_, 7, 1 << 30, blocks)
+            assert isinstance(why, str) and why.startswith("no output is row-local"), why
+
+
+def test_a_wrong_row_of_a_shifted_label_loss_gradient_is_a_divergence(small_cap, monkeypatch):
+    """The hook on the shifted-label loss's gradient (its labels whole until sliced), too large to copy: checked on
+    sampled rows, and a compiler that gets the last row wrong is caught there."""
+    import torch._dynamo.backends.debugging as debugging
+
+    args = _loss_grad_args(4, 128, 96, torch.Generator().manual_seed(0))
+    for bug in (False, True):
+        rt = small_cap(32 << 10)
+        if bug:
+            monkeypatch.setattr(debugging, "boxed_nop", _last_row_off)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            out = torch.compile(_shifted_loss_grad, backend="gpuemu", options={"backend": "aot_eager"})(*args)
+        st = rt.stats
+        assert st.checks_by_source == {"graph (sampled rows)": 1} and not st.internal_errors, st.to_dict()
+        assert st.divergences == bug and not st.skip_reasons, st.to_dict()
+        if bug:
+            assert "sampled rows" in rt.divergences[0].line
+        else:
+            torch.testing.assert_close(out, _shifted_loss_grad(*args))
+        hook.uninstall()
 
 
 def _logits_and_log_probs(h, w):

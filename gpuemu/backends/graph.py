@@ -496,6 +496,8 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     with torch.no_grad(), _no_autocast():
         inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
                   for a, k in zip(args, plan.inputs)]
+        if plan.takes_rows:  # (the restricted graph takes rows of values it computes whole)
+            inputs.append(torch.as_tensor(idx, dtype=torch.int64, device=device))
         got = [take_rows(compiled[i], k, idx, plan.n_rows) for i, k in plan.outputs.items()]
         mode = Fp64Mode()
         with mode:

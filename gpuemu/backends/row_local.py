@@ -44,6 +44,14 @@ by aten op:
 * any op whose inputs are all whole is whole; a mutating op, an op not listed, a row dim moved or reduced
   (a mean over the batch dim, a permute that moves B) is ``None``.
 
+A value computed whole can still hold rows: the labels of a causal LM loss arrive padded ([B, T+1]) and are
+sliced to [B, T]; a causal mask [1, 1, T, T] is expanded to [B, 1, T, T]. Each of these meets row-indexed
+values later (the logits' gradient, fused attention's query) and would be "a whole operand spanning the rows".
+So every row unit is also tried *promoting*: a value computed whole from whole values whose leading dims hold
+one of the candidate's block sizes per row is computed whole in the restricted graph (it is small: what is
+large in the graph is row-indexed) and its sampled rows are taken from it by index (exact, whatever the value
+means); from there on it is row-indexed. The plan without promotion is kept on a tie (it computes less).
+
 The restricted graph (:class:`RowPlan`.gm) is the graph with each row-indexed value's row dims replaced by one
 dim of ``m`` times the block: dims and shapes in the ops' arguments are rewritten, views become reshapes,
 and only what the compared outputs need is kept. ``m`` is up to :data:`gpuemu.hook.large.ROWS`, fewer when
@@ -107,7 +115,8 @@ class RowPlan:
     outputs compared (0: a whole output, compared whole); ``unchecked``: floating outputs not compared -> why;
     ``gm``: the restricted graph, whose outputs are ``outputs``' in order; ``est_bytes``: an upper bound on what
     its fp64 and original-dtype evaluations allocate; ``shapes``: the placeholders' traced shapes (a call with
-    others is not checked by this plan).
+    others is not checked by this plan); ``takes_rows``: ``gm`` takes one more input after the placeholders', the
+    sampled rows' indices (int64 [m]), with which it takes the rows of values computed whole.
     """
 
     n_rows: int
@@ -118,6 +127,7 @@ class RowPlan:
     gm: Any = field(repr=False)
     est_bytes: int = 0
     shapes: tuple = ()
+    takes_rows: bool = False
 
 
 def _opname(node: Any) -> str:
@@ -175,11 +185,13 @@ class _Reshape:
 
 
 class _Analysis:
-    def __init__(self, gm: Any, n_rows: int, m: int, blocks: frozenset = frozenset({1})) -> None:
-        self.gm, self.n, self.m, self.blocks = gm, n_rows, m, blocks
+    def __init__(self, gm: Any, n_rows: int, m: int, blocks: frozenset = frozenset({1}), *,
+                 promote: bool = False) -> None:
+        self.gm, self.n, self.m, self.blocks, self.promote = gm, n_rows, m, blocks, promote
         self.state: dict = {}
         self.cause: dict = {}
         self.rewrite: dict = {}  # node -> (target, args, kwargs) of its restricted version
+        self.taken: set = set()  # whole values given the row state of their shape (computed whole, rows taken)
 
     # ------------------------------------------------------------------ helpers
     def k(self, node: Any) -> int | None:
@@ -213,7 +225,12 @@ class _Analysis:
             if node.op == "output":
                 continue
             try:
-                self.state[node] = self.visit(node)
+                st = self.visit(node)
+                if st == WHOLE and self.promote and node.op == "call_function" and _is_tensor(node) \
+                        and self.row_input(_shape(node)):
+                    st = self.row_input(_shape(node))  # (rows taken from the whole value: exact, whatever it is)
+                    self.taken.add(node)
+                self.state[node] = st
             except _NotRowLocal as e:
                 self.state[node] = None
                 self.cause[node] = str(e)
@@ -617,9 +634,22 @@ def _restricted_graph(gm: Any, an: _Analysis, keep: list) -> Any:
             return type(a)(arg(x) for x in a)
         return a
 
+    last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1:]
+    taken = an.taken & need
+    rows = None
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             env[n] = g.placeholder(n.name)
+            if taken and n in last:
+                rows = g.placeholder("gpuemu_sampled_rows")  # (the sampled rows' indices: RowPlan.takes_rows)
+        elif n in taken:
+            s = _shape(n)
+            k = an.state[n]
+            b = an.block(s, k)
+            whole = g.node_copy(n, lambda a: env[a])
+            blocks = g.call_function(torch.ops.aten.reshape.default, (whole, [an.n, b, *s[k:]]))
+            picked = g.call_function(torch.ops.aten.index_select.default, (blocks, 0, rows))
+            env[n] = g.call_function(torch.ops.aten.reshape.default, (picked, an.restricted(s, k)))
         elif n in need:
             if n in an.rewrite:
                 target, args, kwargs = an.rewrite[n]
@@ -647,11 +677,13 @@ def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None) -> RowPlan | 
     best: RowPlan | None = None
     why = None  # (the first candidate's: the others are tried in case it is not the row unit)
     for n, blocks in _candidates(placeholders)[:MAX_TRIES]:
-        plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes, blocks)
-        if isinstance(plan, str):
-            why = why or plan
-        elif best is None or (_row_outputs(plan), plan.n_rows) > (_row_outputs(best), best.n_rows):
-            best = plan
+        for promote in (False, True):
+            plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes, blocks, promote)
+            if isinstance(plan, str):
+                why = why or plan
+            elif best is None or (_row_outputs(plan), plan.n_rows, not plan.takes_rows) > \
+                    (_row_outputs(best), best.n_rows, not best.takes_rows):
+                best = plan
     return best if best is not None else why or "no input with rows"
 
 
@@ -687,8 +719,8 @@ def _row_outputs(plan: RowPlan) -> int:
 
 
 def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
-              blocks: frozenset = frozenset({1})) -> RowPlan | str:
-    an = _Analysis(gm, n, m, blocks)
+              blocks: frozenset = frozenset({1}), promote: bool = False) -> RowPlan | str:
+    an = _Analysis(gm, n, m, blocks, promote=promote)
     an.run()
     outs = _outputs(gm)
     checked: dict = {}
@@ -719,14 +751,14 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
         fit = lo
         if not fit:
             return "sampled rows exceed max_scratch_bytes"
-        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks)
+        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks, promote)
     try:
         rgm = _restricted_graph(gm, an, keep)
     except Exception as e:  # (an op the builder cannot copy: no plan, and it says why)
         return f"restricted graph: {type(e).__name__}: {e}"
     states = tuple(an.state.get(p, WHOLE) for p in placeholders)
     return RowPlan(n_rows=n, m=m, inputs=states, outputs=checked, unchecked=unchecked, gm=rgm, est_bytes=est,
-                   shapes=tuple(_shape(p) for p in placeholders))
+                   shapes=tuple(_shape(p) for p in placeholders), takes_rows=bool(an.taken & need))
 
 
 def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
@@ -751,6 +783,8 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
             return f"no static shape at {node.name}"
         k = an.state[node]
         size[node] = 0 if s is None else 8 * (math.prod(s) if not k else m * math.prod(s) // an.n)
+        if node in an.taken:
+            size[node] += 8 * math.prod(s)  # (computed whole before its rows are taken; counted till its last use)
         live += size[node]
         peak = max(peak, live)
         live -= sum(size[a] for a in dies.get(i, ()))
