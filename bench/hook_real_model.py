@@ -62,6 +62,7 @@ class RunConfig:
     pair: bool = False  # run_pair: inductor and gpuemu side by side in this one process
     batch: int = 0  # the batch and sequence length of every call (0: the model's default, 8 x 200)
     seq: int = 0
+    dump_skipped: str = ""  # a folder: each graph the sampled-rows analysis finds no plan for, with why (--dump-skipped)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -159,6 +160,8 @@ def _process_setup(cfg: RunConfig, *, reuse_installed: bool = False) -> tuple[An
         torch.use_deterministic_algorithms(True, warn_only=True)
         attn = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
     hook = rt = None
+    if cfg.backend == "gpuemu" and cfg.dump_skipped:
+        _dump_skipped(cfg.dump_skipped)
     if cfg.backend == "gpuemu":
         import gpuemu.hook as hook
 
@@ -171,6 +174,24 @@ def _process_setup(cfg: RunConfig, *, reuse_installed: bool = False) -> tuple[An
 
         L.set_bug(cfg.bug)
     return attn, hook, rt
+
+
+def _dump_skipped(folder: str) -> None:
+    """Write each graph that gets no sampled-rows plan (its code, and why) to ``folder``: what a skip reason names."""
+    from gpuemu.backends import row_local
+
+    plan_rows = row_local.plan_rows
+    Path(folder).mkdir(parents=True, exist_ok=True)
+
+    def dumping(gm, **kw):
+        plan = plan_rows(gm, **kw)
+        if isinstance(plan, str):
+            n = len(list(Path(folder).glob("graph-*.txt")))
+            Path(folder, f"graph-{os.getpid()}-{n}.txt").write_text(
+                plan + "\n" + gm.print_readable(print_output=False, include_stride=True))
+        return plan
+
+    row_local.plan_rows = dumping
 
 
 def _hook_results(out: dict, hook: Any, rt: Any) -> None:
@@ -451,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=0, help="tokens per sequence (default: 200; --large: 256)")
     ap.add_argument("--max-capture-mb", type=float, default=None,
                     help="the hook's max_capture_bytes in MiB (default: the hook's own, 1024)")
+    ap.add_argument("--dump-skipped", default="", help="write the graphs the sampled-rows analysis finds no plan for "
+                    "(their code, and why) to this folder")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -495,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in (models if not args.micro_only else []):
             base = RunConfig(model=m, backend="gpuemu", inner=inner, steps=steps, evals=evals, warmup=warmup,
                              device=device, store=store + f"-{m}", deterministic=args.deterministic, pair=True,
-                             batch=batch, seq=seq, hook_settings=hook_settings)
+                             batch=batch, seq=seq, hook_settings=hook_settings, dump_skipped=args.dump_skipped)
             alone = None if args.skip_alone else _spawn(dataclasses.replace(base, backend="inductor", pair=False), tmp)
             if args.noise_floor:
                 nf = noise_floor(_spawn(dataclasses.replace(base, backend="inductor"), tmp))
