@@ -212,10 +212,12 @@ class Oracle:
         return self.compare(spec, dtype, inputs, kwargs, output)
 
     def compare_reference(self, spec: ops.OpSpec, inputs: Mapping[str, Any], output: Any, *,
-                          tf32: bool = False, truth: Any = None) -> Verdict:
+                          tf32: bool = False, truth: Any = None, moves: list | None = None) -> Verdict:
         """Judge the output(s) of a kernel bound to a user's PyTorch reference (``spec.schema``): the reference in
         float64 is the truth, the same reference in the working dtype the control (:func:`gpuemu.judge.
-        judge_reference`). A case the reference itself cannot compute is REJECTED (not the kernel's failure)."""
+        judge_reference`). A case the reference itself cannot compute is REJECTED (not the kernel's failure).
+        ``moves``: per output, how far a correct kernel's output may move on this device beyond the control's error
+        (gpuemu.device_arith.reference_fma_spread), added to the bound."""
         import torch
 
         from .errors import one_line
@@ -256,6 +258,14 @@ class Oracle:
                              and n.shape == c.shape else None for n, c in zip(nudged, control)]
                     spread = moved if spread is None else [
                         m if s is None else s if m is None else torch.maximum(s, m) for s, m in zip(spread, moved)]
+        if moves is not None:  # (the bound adds REFERENCE_MULTIPLIER times the spread: a move enters divided by it)
+            from .judge import REFERENCE_MULTIPLIER, dtype_label
+
+            extra = [m / REFERENCE_MULTIPLIER.get(dtype_label(c.dtype), 1.0)
+                     if isinstance(m, torch.Tensor) and isinstance(c, torch.Tensor) else None
+                     for m, c in zip(moves, control)]
+            spread = extra if spread is None else [x if s is None else s if x is None else s + x.to(s.device)
+                                                   for s, x in zip(spread, extra)]
         t1 = time.perf_counter()
         v = judge_reference(_tensors(output), [t.detach().cpu() for t in truth],
                             [c.detach() if isinstance(c, torch.Tensor) else c for c in control], self.tolerances,
@@ -263,6 +273,26 @@ class Oracle:
         if note:
             v = _with(v, detail=(v.detail + "\n" if v.detail else "") + note)
         return _with(v, seconds=dict(v.seconds, reference=t1 - t0, compare=time.perf_counter() - t1))
+
+    def reference_on_device(self, v: Verdict, spec: ops.OpSpec, inputs: Mapping[str, Any], output: Any, *,
+                            device: Any, tf32: bool = False, truth: Any = None) -> Verdict:
+        """A failing verdict of a kernel judged against its reference, in the light of the device's own arithmetic
+        (gpuemu.device_arith): past the range a GPU determines, the case is REJECTED as undetermined there; below
+        it, judged again with the bound widened by what an FMA-contracted softmax may move the outputs."""
+        if v.status != FAIL:
+            return v
+        from .device_arith import reference_fma_spread, reference_undetermined
+
+        args = [inputs.get(a.name) for a in spec.args]
+        why = reference_undetermined(spec.eager, args, device)
+        if why:
+            return _with(v, status=REJECTED, kind="undetermined", message=why,
+                         detail=f"not judged on this device; the comparison said: {v.message}")
+        moves, fma_why = reference_fma_spread(spec.eager, args, device)
+        if moves is None:
+            return v
+        again = self.compare_reference(spec, inputs, output, tf32=tf32, truth=truth, moves=moves)
+        return _with(again, detail=(again.detail + "\n" if again.detail else "") + fma_why)
 
     @staticmethod
     def _under_flush_profile(v: Verdict, launcher: Callable, inputs: Mapping[str, Any],
@@ -502,13 +532,7 @@ class Oracle:
             v = self.compare_reference(spec, inputs, out1, tf32=tf32, truth=truth)
             v = self._under_flush_profile(v, launcher, inputs, lambda fl: self.compare_reference(
                 spec, fl, out1, tf32=tf32))
-            if v.status == FAIL:  # the reference's softmax inputs may be past what a GPU determines (device_arith)
-                from .device_arith import reference_undetermined
-
-                why = reference_undetermined(spec.eager, [inputs.get(a.name) for a in spec.args], device)
-                if why:
-                    v = _with(v, status=REJECTED, kind="undetermined", message=why,
-                              detail=f"not judged on this device; the comparison said: {v.message}")
+            v = self.reference_on_device(v, spec, inputs, out1, device=device, tf32=tf32, truth=truth)
             if precision:
                 v = _with(v, detail=(v.detail + "\n" if v.detail else "") + f"dot precision: {precision}")
             return done(v)

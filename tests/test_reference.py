@@ -108,6 +108,28 @@ def test_a_declaration_corrects_the_schema_and_names_what_it_does_not_know():
         bind(add_scale_kernel, reference=add_scale, inputs=example_add_scale, schema={"dim": {}})
 
 
+def test_a_declared_max_bounds_long_rows_too():
+    """Long rows go past any kernel's largest block (a reduced or contracted dim far beyond the example's range);
+    past a declared max they are not drawn: the declaration is the kernel's contract (gqa_attention: D <= 256)."""
+    from gpuemu.cases import Blocks, generate
+
+    fam = "examples/families/gqa_attention.py"
+    from gpuemu.target import load
+
+    ref, inputs = load(f"{fam}:reference"), load(f"{fam}:get_inputs")
+
+    def plain(q, k, v, causal):  # (the same reference without its file's GPUEMU_SCHEMA)
+        return ref(q, k, v, causal)
+
+    widest = {}
+    for declared in (None, {"dims": {"q.3": {"max": 256}}}):
+        b = bind(load(f"{fam}:gqa_attention"), reference=plain, inputs=inputs, schema=declared)
+        cases = [generate(b.op, seed, dtype="fp16", blocks=Blocks()) for seed in range(300)]
+        assert any(c.shape_kind == "long_row" for c in cases)
+        widest[bool(declared)] = max(c.dims["q.3"] for c in cases)
+    assert widest[True] == 256 < widest[False], widest
+
+
 def test_a_given_declaration_goes_on_top_of_the_reference_files_own_entry_by_entry(tmp_path, monkeypatch):
     import types
 

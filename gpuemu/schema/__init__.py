@@ -320,6 +320,9 @@ def spec_of(sch: Schema, reference: Callable, keywords: list[str], name: str, ta
     multiples = {n: d.multiple_of for n, d in sch.dims.items() if d.multiple_of > 1}
     magnitude = "dot" if "contracted" in roles.values() else "sum" if "reduced" in roles.values() else "any"
     writes = sch.write_positions()
+    said = (sch.declared or {}).get("dims") or {}  # a declared max (or a fixed size) bounds long rows too
+    ceilings = {n: d.hi for n, d in sch.dims.items()
+                if n in said and (not isinstance(said[n], Mapping) or "max" in said[n] or said[n].get("fixed"))}
 
     def run64(*args: Any) -> list:
         import torch
@@ -347,7 +350,7 @@ def spec_of(sch: Schema, reference: Callable, keywords: list[str], name: str, ta
                   "in the working dtype",
         dtypes=tuple({"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(d, d) for d in sch.dtypes),
         magnitude=magnitude, dim_limits=limits, multiples=multiples, eager=control,
-        eager_doc="the reference in the working dtype", schema=sch, max_elements=MAX_ELEMENTS)
+        eager_doc="the reference in the working dtype", schema=sch, max_elements=MAX_ELEMENTS, long_rows=ceilings)
 
 
 MAX_ELEMENTS = 1 << 19  # a case's input elements, summed: 512K (a 512x512 GEMM's two operands, attention over
