@@ -547,10 +547,12 @@ def test_warming_a_reference_judged_fuzz_compiles_its_cases_beside_the_loop_and_
                         target=f"{fam}:masked_softmax", device="cpu", save=False, compile_workers=0,
                         **{k: kw[k] for k in ("seed", "iterations", "dtypes")})
     assert r.ok and r.iterations == 8 and compiled() == out["specialisations"]
+    before = set(multiprocessing.active_children())  # (an earlier test's pool may still be exiting: not ours)
     stopped = Warming(f"{fam}:masked_softmax", reference=f"{fam}:reference", inputs=f"{fam}:get_inputs",
                       schema=None, kw=kw, device="cpu", workers=2)
     stopped.stop()
-    assert not stopped._thread.is_alive() and not multiprocessing.active_children()
+    assert not stopped._thread.is_alive() and not any(p.is_alive() for p in stopped._processes)
+    assert not set(multiprocessing.active_children()) - before
 
 
 def test_a_cuda_fuzz_against_a_reference_warms_only_what_another_process_can_bind_again(monkeypatch):

@@ -124,6 +124,7 @@ def test_a_declared_max_bounds_long_rows_too():
     widest = {}
     for declared in (None, {"dims": {"q.3": {"max": 256}}}):
         b = bind(load(f"{fam}:gqa_attention"), reference=plain, inputs=inputs, schema=declared)
+        assert "v.3" not in b.schema.dims  # (declared or not, q.3 stays one dim with v.3: the kernel takes no other)
         cases = [generate(b.op, seed, dtype="fp16", blocks=Blocks()) for seed in range(300)]
         assert any(c.shape_kind == "long_row" for c in cases)
         widest[bool(declared)] = max(c.dims["q.3"] for c in cases)

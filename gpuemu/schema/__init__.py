@@ -141,9 +141,10 @@ def _kernel_ties(sch: Schema, launcher: Callable, register_fn: Callable[[Schema]
     from ..runners import run_launcher
     from .calls import flatten_outputs
 
-    declared = set((sch.declared.get("dims") or {}))
-    free = [d for d in sch.dims.values() if not d.fixed and d.name not in declared]
-    pairs = [(a, b) for i, a in enumerate(free) for b in free[i + 1:] if a.example == b.example]
+    declared = set((sch.declared.get("dims") or {}))  # (a declared dim is kept, never merged away: its bounds hold)
+    free = [d for d in sch.dims.values() if not d.fixed]
+    pairs = [(a, b) if b.name not in declared else (b, a) for i, a in enumerate(free) for b in free[i + 1:]
+             if a.example == b.example and not (a.name in declared and b.name in declared)]
     if not pairs:
         return sch
     op = register_fn(sch)
