@@ -167,8 +167,9 @@ def reference_fma_spread(reference: Any, args: list, device: Any) -> tuple[list 
     Measured on an H100 (bench/gpu_session_i.md): a correct paged-decode kernel returned ``v * (1 + 2^-10)`` where
     the truth is ``v`` (a one-hot softmax, exact in fp32) in a row whose top score is -1.4e4, one fp32 ulp of which is
     2^-10: the score rounded for the row max and its FMA-contracted copy in the exponent differ by that ulp, so the
-    maximum's term is ``e^(2^-10)``, not 1, in the accumulator while the row sum holds 1. Every layout and num_warps gave the same; eager PyTorch, computing
-    the softmax in one piece, is exact there, so the eager-relative bound alone failed the kernel by 79x."""
+    maximum's term is ``e^(2^-10)``, not 1, in the accumulator while the row sum holds 1. Every layout and num_warps
+    gave the same; eager PyTorch, computing the softmax in one piece, is exact there, so the eager-relative bound
+    alone failed the kernel by 79x."""
     from .tolerance import device_kind
 
     if device_kind(device) != "cuda":
