@@ -96,7 +96,7 @@ def undetermined(op: str, inputs: Mapping[str, Any], device: Any) -> str | None:
             "so the result is not determined by the inputs here (judged on the CPU instead)")
 
 
-def reference_undetermined(reference: Any, args: list, device: Any) -> str | None:
+def reference_undetermined(reference: Any, args: list, device: Any, seen: list | None = None) -> str | None:
     """Why a CUDA GPU leaves a case undetermined for a kernel judged against its PyTorch ``reference`` (None: it is
     determined). The reference is run once more under a mode that notes the inputs of its softmax-like calls
     (softmax, log_softmax, logsumexp, cross_entropy): a kernel computes those as ``exp2(x * log2e - m)``, and past
@@ -108,7 +108,7 @@ def reference_undetermined(reference: Any, args: list, device: Any) -> str | Non
 
     if device_kind(device) != "cuda":
         return None
-    seen = _softmax_inputs(reference, args)
+    seen = softmax_reads(reference, args) if seen is None else seen
     if not seen:
         return None
     biggest, name = max(seen)
@@ -131,8 +131,9 @@ def _watched() -> dict:
     return {**{f: False for f in probs}, **{f: True for f in logs}}
 
 
-def _softmax_inputs(reference: Any, args: list) -> list[tuple[float, str]]:
-    """(largest |x| read, name) of each softmax-like call the reference makes on ``args``; [] if it cannot run."""
+def softmax_reads(reference: Any, args: list) -> list[tuple[float, str]]:
+    """(largest |x| read, name) of each softmax-like call the reference makes on ``args``; [] if it cannot run.
+    :func:`reference_undetermined` and :func:`reference_fma_spread` take it as ``seen`` (one run serves both)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -156,7 +157,8 @@ def _softmax_inputs(reference: Any, args: list) -> list[tuple[float, str]]:
 FMA_PATTERNS = 3  # sign patterns of the FMA move: every term up (a dominant term: the output scaled), two random
 
 
-def reference_fma_spread(reference: Any, args: list, device: Any) -> tuple[list | None, str]:
+def reference_fma_spread(reference: Any, args: list, device: Any,
+                         seen: list | None = None) -> tuple[list | None, str]:
     """On CUDA, per output of a kernel judged against its PyTorch ``reference`` (run in the working dtype): how far
     the output moves when each softmax-like call's terms are off as a kernel's FMA-contracted
     ``exp2(x * log2e - m)`` may leave them below :data:`SCALED_EXP2_RANGE` (a probability by a factor ``2^d``, a
@@ -174,7 +176,7 @@ def reference_fma_spread(reference: Any, args: list, device: Any) -> tuple[list 
 
     if device_kind(device) != "cuda":
         return None, ""
-    seen = _softmax_inputs(reference, args)
+    seen = softmax_reads(reference, args) if seen is None else seen
     if not seen:
         return None, ""
     biggest, name = max(seen)

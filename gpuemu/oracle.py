@@ -281,14 +281,18 @@ class Oracle:
         it, judged again with the bound widened by what an FMA-contracted softmax may move the outputs."""
         if v.status != FAIL:
             return v
-        from .device_arith import reference_fma_spread, reference_undetermined
+        from .device_arith import reference_fma_spread, reference_undetermined, softmax_reads
+        from .tolerance import device_kind
 
+        if device_kind(device) != "cuda":
+            return v
         args = [inputs.get(a.name) for a in spec.args]
-        why = reference_undetermined(spec.eager, args, device)
+        seen = softmax_reads(spec.eager, args)  # (one run of the reference serves both rules)
+        why = reference_undetermined(spec.eager, args, device, seen)
         if why:
             return _with(v, status=REJECTED, kind="undetermined", message=why,
                          detail=f"not judged on this device; the comparison said: {v.message}")
-        moves, fma_why = reference_fma_spread(spec.eager, args, device)
+        moves, fma_why = reference_fma_spread(spec.eager, args, device, seen)
         if moves is None:
             return v
         again = self.compare_reference(spec, inputs, output, tf32=tf32, truth=truth, moves=moves)
