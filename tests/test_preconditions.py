@@ -49,6 +49,29 @@ def test_undeclared_contiguity_is_a_precondition_verdict_not_a_fail(tmp_path):
     assert warned.ok and warned.preconditions
 
 
+def _softmax_strided_and_single(x):
+    """Wrong for non-contiguous inputs, and for rows of one element whatever the layout."""
+    y = torch.softmax(x.double(), -1).to(x.dtype)
+    if not x.is_contiguous():
+        y = y * 1.5
+    if x.shape[-1] == 1:
+        y = y * 1.5
+    return y
+
+
+def test_a_precondition_whose_shrunk_case_fails_contiguous_too_is_a_fail():
+    """Shrinking keeps the failure, not its layout: seed 7's first failure is a padded row of 59 whose contiguous twin
+    passes (PRECONDITION); it shrinks to one element, where the contiguous twin fails too. That shrunk case is the
+    kernel's own FAIL, counted as one, not the unshrunk case's layout assumption with a stride hint."""
+    r = gpuemu.fuzz(_softmax_strided_and_single, op="softmax", iterations=40, seed=7, dtypes=("fp32",), save=False)
+    first = r.failures[0]
+    assert first.original is not None and first.original.layouts["x"] != "contiguous"  # classified on that case
+    assert first.case.dims["N"] == 1 and first.verdict.status == FAIL, first.line()
+    assert "stride bug suspected" not in (first.hint or "") and "must be contiguous" not in first.verdict.message
+    assert r.precondition_cases == sum(1 for f in r.failures if f.verdict.status == PRECONDITION)
+    assert not r.ok and first in r.failed
+
+
 def test_a_clear_refusal_is_rejected_input_not_an_error():
     r = gpuemu.fuzz(field("softmax_rows_refuses"), op="softmax", iterations=40, seed=5, save=False)
     assert r.ok and not r.failures, r.report()
