@@ -12,9 +12,12 @@ the check runs, :func:`warm` compiles them on a pool of every core, in two phase
    arguments) is noted with the case that made it.
 2. **compile**: every distinct specialisation of the whole check, once (two launchers with the same kernel share
    its compiles), cut into jobs of a few each, the launchers with the most first, so that the pool's wall time
-   is the total compile time over the cores rather than the longest launcher's. A job walks its launcher's cases
-   again and compiles the launches it was given without running them (Triton's ``warmup=True``); each lands in
-   Triton's on-disk cache, where the check's workers find it.
+   is the total compile time over the cores rather than the longest launcher's. A job gets, beside its keys, the
+   records of the cases that first made them (a case materialises exactly from its record, as a replay does), calls
+   the launcher on those cases only and compiles the launches it was given without running them (Triton's
+   ``warmup=True``); each lands in Triton's on-disk cache, where the check's workers find it. (A job no longer
+   walks its launcher's cases from the first one: with jobs of a few keys, the corpus' 4,374 specialisations
+   made about 1,500 jobs, each materialising and calling up to a hundred cases before its own.)
 
 Verdicts do not depend on it: a case whose kernel was not compiled ahead (its launch came after host code that
 needed a kernel's result, say) is compiled by its worker as before. On the CPU (tests) the compile is the
@@ -143,9 +146,9 @@ def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple
     for i, per_case in enumerate(found):
         if per_case is None:
             continue
-        new: list[str] = []
+        new: list[tuple[str, dict]] = []  # (key, the record of the case that first made it)
         seen: set[str] = set()
-        for keys in per_case:
+        for keys, case in per_case:
             for key in keys:
                 if key in seen:
                     continue
@@ -154,13 +157,16 @@ def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple
                     shared += 1
                     continue
                 owner.add(key)
-                new.append(key)
+                new.append((key, case))
         mine.append((i, new))
     total = sum(len(new) for _, new in mine)
     per_job = max(1, min(KEYS_PER_JOB, math.ceil(total / max(2 * workers, 1))))
     keyed = []
     for i, new in sorted(mine, key=lambda m: -len(m[1])):
-        keyed += [("compile", plans[i], tuple(new[j:j + per_job])) for j in range(0, len(new), per_job)]
+        for j in range(0, len(new), per_job):
+            part = new[j:j + per_job]
+            cases = list({id(case): case for _, case in part}.values())  # a case that made two keys, once
+            keyed.append(("compile", plans[i], (tuple(key for key, _ in part), tuple(cases))))
     return keyed, {"specialisations": total, "shared": shared}
 
 
@@ -188,7 +194,10 @@ def _job(cwd: str, device: str, kind: str, plan: tuple, arg: tuple) -> tuple[boo
                 draws = _draws(device, *plan)
             except BaseException:  # noqa: BLE001 - a launcher that cannot be planned here is the check's to report
                 return False, None
-            return _walk(device, draws, set(arg) if kind == "compile" else None)
+            if kind == "compile":
+                keys, cases = arg
+                return _compile(device, draws, set(keys), cases)
+            return _walk(device, draws)
 
 
 def _draws(device: str, target: str, op: str | None, reference: Any, inputs: Any, schema: Any, kw: dict):
@@ -225,34 +234,23 @@ def _call(device: str, plan: Any, blocks: Any, case: Any) -> None:
     learn(blocks, plan.spec, got.launches)
 
 
-def _walk(device: str, draws: tuple, todo: set[str] | None) -> tuple[bool, Any]:
-    """Walk every case with each launch dropped. ``todo`` None: return each case's keys; else compile the launches
-    whose key is in ``todo`` (and stop once none is left)."""
+def _walk(device: str, draws: tuple) -> tuple[bool, Any]:
+    """Walk every case with each launch dropped; per case, (its launches' keys, its record)."""
     from ..runners.launches import add_interceptor, remove_interceptor
+    from ..runtime.aot import specialization_key
 
     plan, blocks, draw = draws
     gpu_target = _target(device)
-    per_case: list[list[str]] = []
+    per_case: list[tuple[list[str], dict]] = []
     keys: list[str] = []
 
     def dropped(kernel: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool, call_next: Any) -> None:
-        from ..runtime.aot import compile_launch, specialization_key
-
-        key = specialization_key(kernel, args, kwargs, gpu_target)
-        keys.append(key)
-        if todo is not None and key in todo:
-            todo.discard(key)
-            if device.startswith("cuda"):
-                call_next(args, kwargs, grid, True)  # Triton's warmup: compiled into its cache, not launched
-            else:
-                compile_launch(kernel, args, kwargs, gpu_target, limits_only=True)
+        keys.append(specialization_key(kernel, args, kwargs, gpu_target))
         return None
 
     add_interceptor(dropped)
     try:
         for _ in range(plan.iterations):
-            if todo is not None and not todo:
-                break
             try:
                 case = draw.next(long_rows=True)
             except BaseException:  # noqa: BLE001 - the draws end here; the check reports why
@@ -262,10 +260,44 @@ def _walk(device: str, draws: tuple, todo: set[str] | None) -> tuple[bool, Any]:
                 _call(device, plan, blocks, case)
             except BaseException:  # noqa: BLE001 - the check judges every case; here only the keys matter
                 pass
-            per_case.append(list(dict.fromkeys(keys)))
+            per_case.append((list(dict.fromkeys(keys)), case.to_dict()))
     finally:
         remove_interceptor(dropped)
-    return True, per_case if todo is None else None
+    return True, per_case
+
+
+def _compile(device: str, draws: tuple, todo: set[str], cases: tuple[dict, ...]) -> tuple[bool, None]:
+    """Call the launcher on ``cases`` (records from discovery), compiling each launch whose key is in ``todo``
+    without running it, every other launch dropped."""
+    from ..cases import Case
+    from ..runners.launches import add_interceptor, remove_interceptor
+    from ..runtime.aot import compile_launch, specialization_key
+
+    plan, blocks, _ = draws
+    gpu_target = _target(device)
+
+    def dropped(kernel: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool, call_next: Any) -> None:
+        key = specialization_key(kernel, args, kwargs, gpu_target)
+        if key in todo:
+            todo.discard(key)
+            if device.startswith("cuda"):
+                call_next(args, kwargs, grid, True)  # Triton's warmup: compiled into its cache, not launched
+            else:
+                compile_launch(kernel, args, kwargs, gpu_target, limits_only=True)
+        return None
+
+    add_interceptor(dropped)
+    try:
+        for record in cases:
+            if not todo:
+                break
+            try:
+                _call(device, plan, blocks, Case.from_dict(record))
+            except BaseException:  # noqa: BLE001 - the check judges every case; here only the compiles matter
+                pass
+    finally:
+        remove_interceptor(dropped)
+    return True, None
 
 
 def _target(device: str) -> Any:
