@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# GPU session J (bench/gpu_session_j.md), one call: (1) the hook at large size, dumping the graph still without a
-# plan (session I's dump did not come back); (2) the 8 kernel families with --device cuda, 300 cases per dtype of
-# each correct twin and 100 of each buggy one, with the FMA allowance of reference-judged CUDA cases and GQA's
-# declared D <= 256 (gqa_attention split over four processes as in session F: its buggy twin and one per dtype).
-# Results in /tmp/resj, packed into $OUT/j.tgz after each phase.
+# GPU session J (bench/gpu_session_j.md), one call: (1) alone, on an empty Triton cache, the corpus and its controls,
+# `gpuemu check --device cuda -n 100 -j 16`, with check's warm-up whose compile jobs now call the launcher on the
+# cases that made their keys only (issue 37: <= 120 s); (2) with the time left, the 8 kernel families with
+# --device cuda, 300 cases per dtype of each correct twin and 100 of each buggy one, with the FMA allowance of
+# reference-judged CUDA cases and GQA's declared D <= 256 (gqa_attention over four processes as in session F).
+# HOOK=1 first runs the hook at large size with its skipped-graph dump. Results in /tmp/resj, packed into $OUT/j.tgz
+# after each phase.
 set -u
 export TRITON_CACHE_DIR=/tmp/tc-j
+rm -rf /tmp/tc-j
 source bench/h200/common.sh /tmp/resj
 pack() { find $R -name '*.safetensors' -size +1M -delete; tar czf $OUT/j.tgz -C /tmp resj; }
+ALL=0
+if [ "${HOOK:-0}" = 1 ]; then
+  SECONDS=0
+  timeout ${T0:-140} python3 bench/hook_real_model.py --large --steps 40 --evals 40 --skip-alone \
+    --dump-skipped $R/skipped --out $R/hook_large.md --json $R/hook_large.json > $R/hook_large.log 2>&1
+  echo "phase 0 (hook large): exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$((ALL+SECONDS)); pack
+fi
 SECONDS=0
-timeout ${T1:-140} python3 bench/hook_real_model.py --large --steps 40 --evals 40 --skip-alone \
-  --dump-skipped $R/skipped --out $R/hook_large.md --json $R/hook_large.json > $R/hook_large.log 2>&1
-echo "phase 1 (hook large): exit $? in ${SECONDS} s" > $R/phase.txt; pack
+timeout ${T1:-170} $G check --manifest examples/kernels/manifest.yaml --device cuda -n 100 --seed 1 -j 16 \
+  --store /tmp/corpus-store-j --json $R/corpus.json --markdown $R/corpus.md > $R/corpus.log 2>&1
+echo "phase 1 (corpus cold, -j 16): exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$((ALL+SECONDS)); pack
 SECONDS=0
-T=${T2:-380}
+T=$(( ${BUDGET:-560} - ALL )); [ $T -lt 120 ] && T=120
 fam() {  # NAME TAG [reference_bench arguments]
   local name=$1 tag=$2; shift 2
   timeout $T python3 bench/reference_bench.py --device cuda --only families --correct 300 --bugs 100 \
@@ -24,6 +34,7 @@ for f in int8_gemm fp8_gemm moe_gemm paged_decode add_rmsnorm rope_pos masked_so
 fam gqa_attention gqa-buggy --twins buggy &
 for dt in fp32 fp16 bf16; do fam gqa_attention gqa-$dt --twins correct --dtypes $dt & done
 wait
-echo "phase 2 (families): ${SECONDS} s" >> $R/phase.txt; pack
-cat $R/phase.txt; grep -E "^\| gpt2" $R/hook_large.md | cut -c1-300; ls $R/skipped 2>/dev/null | head
+echo "phase 2 (families, limit $T s): ${SECONDS} s" >> $R/phase.txt; pack
+cat $R/phase.txt; tail -4 $R/corpus.log | cut -c1-300
+python3 -c "import json;d=json.load(open('$R/corpus.json'));print('warmed',json.dumps(d.get('warmed'))[:600])" 2>&1 | tail -1
 for f in $R/fam-*.md; do echo "== $f"; grep -E "^\|" $f | tail -n +3 | cut -c1-260; done
