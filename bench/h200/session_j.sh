@@ -33,7 +33,9 @@ fam() {  # NAME TAG [reference_bench arguments]
 for f in int8_gemm fp8_gemm moe_gemm paged_decode add_rmsnorm rope_pos masked_softmax; do fam $f $f & done
 fam gqa_attention gqa-buggy --twins buggy &
 for dt in fp32 fp16 bf16; do fam gqa_attention gqa-$dt --twins correct --dtypes $dt & done
-wait
+(while sleep 45; do pack; done) & PACKER=$!  # the partial results come back if the device time runs out
+wait $(jobs -p | grep -v "^$PACKER$")
+kill $PACKER 2>/dev/null
 echo "phase 2 (families, limit $T s): ${SECONDS} s" >> $R/phase.txt; pack
 cat $R/phase.txt; tail -4 $R/corpus.log | cut -c1-300
 python3 -c "import json;d=json.load(open('$R/corpus.json'));print('warmed',json.dumps(d.get('warmed'))[:600])" 2>&1 | tail -1
