@@ -22,48 +22,33 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def keys_of(entry, manifest, n: int, seed: int, sample: int) -> dict:
-    """{"launches", "keys", "compiled", "seconds"} of one manifest entry."""
+    """{"launches", "keys", "compiled", "seconds"} of one manifest entry: check.warm's discovery of its cases, then
+    its compile phase over the first ``sample`` keys, each compiled in full for sm_90 and timed."""
     from gpuemu.check import warm
     from gpuemu.check.run import kernel_seed
-    from gpuemu.runners.launches import add_interceptor, remove_interceptor
-    from gpuemu.runtime.aot import compile_launch, parse_target, specialization_key
+    from gpuemu.runtime.aot import compile_launch
 
     kw = dict(seed=kernel_seed(seed, entry), iterations=n, dtypes=manifest.setting(entry, "dtypes"),
               strategy=manifest.setting(entry, "strategy"), rulepacks=(), requires=None, preconditions=None,
               framework=manifest.setting(entry, "framework"))
-    target = parse_target("sm_90")
-    plan, blocks, draw = warm._draws("cpu", entry.target, entry.op, entry.reference, entry.inputs, entry.schema, kw)
-    seen: set[str] = set()
-    out = {"launches": 0, "keys": 0, "compiled": 0, "seconds": 0.0}
+    draws = warm._draws("cpu", entry.target, entry.op, entry.reference, entry.inputs, entry.schema, kw)
+    _, per_case = warm._walk("cpu", draws)
+    first: dict[str, dict] = {}  # key -> the record of the case that first made it
+    for keys, case in per_case or ():
+        for key in keys:
+            first.setdefault(key, case)
+    out = {"launches": sum(len(keys) for keys, _ in per_case or ()), "keys": len(first), "compiled": 0,
+           "seconds": 0.0}
 
-    def dropped(kernel, args, kwargs, grid, warmup, call_next):
-        key = specialization_key(kernel, args, kwargs, target)
-        out["launches"] += 1
-        if key in seen:
-            return None
-        seen.add(key)
-        if out["compiled"] < sample:
-            t0 = time.perf_counter()
-            got = compile_launch(kernel, args, kwargs, target)
-            if got.error is None:
-                out["compiled"] += 1
-                out["seconds"] += time.perf_counter() - t0
-        return None
+    def timed(kernel, args, kwargs, gpu_target):
+        t0 = time.perf_counter()
+        if compile_launch(kernel, args, kwargs, gpu_target).error is None:
+            out["compiled"] += 1
+            out["seconds"] += time.perf_counter() - t0
 
-    add_interceptor(dropped)
-    try:
-        for _ in range(plan.iterations):
-            try:
-                case = draw.next(long_rows=True)
-            except Exception:  # noqa: BLE001 - the draws end here
-                break
-            try:
-                warm._call("cpu", plan, blocks, case)
-            except Exception:  # noqa: BLE001 - only the launches matter here
-                pass
-    finally:
-        remove_interceptor(dropped)
-    out["keys"] = len(seen)
+    todo = list(first)[:sample]
+    if todo:
+        warm._compile("cpu", draws, set(todo), tuple({id(first[k]): first[k] for k in todo}.values()), timed)
     return out
 
 

@@ -266,9 +266,11 @@ def _walk(device: str, draws: tuple) -> tuple[bool, Any]:
     return True, per_case
 
 
-def _compile(device: str, draws: tuple, todo: set[str], cases: tuple[dict, ...]) -> tuple[bool, None]:
+def _compile(device: str, draws: tuple, todo: set[str], cases: tuple[dict, ...], compile: Any = None
+             ) -> tuple[bool, None]:
     """Call the launcher on ``cases`` (records from discovery), compiling each launch whose key is in ``todo``
-    without running it, every other launch dropped."""
+    without running it, every other launch dropped. ``compile(kernel, args, kwargs, gpu_target)``, where given,
+    compiles instead (bench/compile_keys.py times full compiles so)."""
     from ..cases import Case
     from ..runners.launches import add_interceptor, remove_interceptor
     from ..runtime.aot import compile_launch, specialization_key
@@ -280,7 +282,9 @@ def _compile(device: str, draws: tuple, todo: set[str], cases: tuple[dict, ...])
         key = specialization_key(kernel, args, kwargs, gpu_target)
         if key in todo:
             todo.discard(key)
-            if device.startswith("cuda"):
+            if compile is not None:
+                compile(kernel, args, kwargs, gpu_target)
+            elif device.startswith("cuda"):
                 call_next(args, kwargs, grid, True)  # Triton's warmup: compiled into its cache, not launched
             else:
                 compile_launch(kernel, args, kwargs, gpu_target, limits_only=True)
