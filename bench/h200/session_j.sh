@@ -4,24 +4,27 @@
 # cases that made their keys only (issue 37: <= 120 s); (2) with the time left, the 8 kernel families with
 # --device cuda, 300 cases per dtype of each correct twin and 100 of each buggy one, with the FMA allowance of
 # reference-judged CUDA cases and GQA's declared D <= 256 (gqa_attention over four processes as in session F).
-# HOOK=1 first runs the hook at large size with its skipped-graph dump. Results in /tmp/resj, packed into $OUT/j.tgz
-# after each phase.
+# HOOK=1 runs the hook at large size with its skipped-graph dump after the corpus. Results in /tmp/resj, packed into $OUT/j.tgz
+# after each phase. CORPUS=0 skips phase 1, FAMILIES=0 stops after it (two calls when one call's 600 s is short).
 set -u
 export TRITON_CACHE_DIR=/tmp/tc-j
 rm -rf /tmp/tc-j
 source bench/h200/common.sh /tmp/resj
 pack() { find $R -name '*.safetensors' -size +1M -delete; tar czf $OUT/j.tgz -C /tmp resj; }
 ALL=0
-if [ "${HOOK:-0}" = 1 ]; then
-  SECONDS=0
-  timeout ${T0:-140} python3 bench/hook_real_model.py --large --steps 40 --evals 40 --skip-alone \
-    --dump-skipped $R/skipped --out $R/hook_large.md --json $R/hook_large.json > $R/hook_large.log 2>&1
-  echo "phase 0 (hook large): exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$((ALL+SECONDS)); pack
-fi
+if [ "${CORPUS:-1}" = 1 ]; then
 SECONDS=0
 timeout ${T1:-170} $G check --manifest examples/kernels/manifest.yaml --device cuda -n 100 --seed 1 -j 16 \
   --store /tmp/corpus-store-j --json $R/corpus.json --markdown $R/corpus.md > $R/corpus.log 2>&1
 echo "phase 1 (corpus cold, -j 16): exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$((ALL+SECONDS)); pack
+fi
+if [ "${HOOK:-0}" = 1 ]; then
+  SECONDS=0
+  timeout ${T0:-140} python3 bench/hook_real_model.py --large --steps 40 --evals 40 --skip-alone \
+    --dump-skipped $R/skipped --out $R/hook_large.md --json $R/hook_large.json > $R/hook_large.log 2>&1
+  echo "hook large: exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$((ALL+SECONDS)); pack
+fi
+[ "${FAMILIES:-1}" = 1 ] || { cat $R/phase.txt; tail -4 $R/corpus.log | cut -c1-300; exit 0; }
 SECONDS=0
 T=$(( ${BUDGET:-560} - ALL )); [ $T -lt 120 ] && T=120
 fam() {  # NAME TAG [reference_bench arguments]
