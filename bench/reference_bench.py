@@ -105,7 +105,8 @@ def fuzz_one(kernel: str, reference: str, inputs: str | None, *, iterations: int
                   file=sys.stderr, flush=True)
 
     r = gpuemu.fuzz(load(kernel), reference=reference, inputs=inputs, iterations=iterations, seed=seed,
-                    dtypes=dtypes, device=device, store=store, target=kernel, max_failures=1, on_case=heartbeat)
+                    dtypes=dtypes, device=device, store=store, target=kernel, max_failures=1, on_case=heartbeat,
+                    compile_workers=_OPTIONS.get("compile_workers"))
     first = r.failures[0] if r.failures else None
     row = {"kernel": kernel, "iterations": r.iterations, "passed": r.passed, "ok": r.ok, "seconds": time.perf_counter() - t0,
             "first_failure_iteration": r.first_failure_iteration, "first_failure_seconds": r.first_failure_seconds,
@@ -119,6 +120,7 @@ def fuzz_one(kernel: str, reference: str, inputs: str | None, *, iterations: int
 
 
 _PARTIAL: list = []  # the --json file's name + ".partial.jsonl", once main has parsed its arguments
+_OPTIONS: dict = {}  # fuzz options from the command line (compile_workers)
 
 
 def families(args, rows: list) -> None:
@@ -228,10 +230,14 @@ def main() -> int:
     ap.add_argument("--json", default=str(ROOT / "bench/reference_bench.json"))
     ap.add_argument("--twins", choices=("both", "buggy", "correct"), default="both",
                     help="run only one twin of each kernel (a long run split over processes)")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="each fuzz run's CUDA compile-ahead processes (default: the rule pack's; 0 where several "
+                         "runs share the machine's cores already)")
     ap.add_argument("filter", nargs="*", help="only kernels whose name contains one of these")
     args = ap.parse_args()
     args.dtypes = args.dtypes.split(",")
     _PARTIAL.append(args.json + ".partial.jsonl")
+    _OPTIONS["compile_workers"] = args.compile_workers
     rows: list = []
     if args.only in (None, "families"):
         families(args, rows)

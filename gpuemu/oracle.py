@@ -230,7 +230,6 @@ class Oracle:
             if isinstance(truth, Verdict):
                 return truth
         note = ""
-        import contextlib
 
         def eager(values):
             if tf32:  # the kernel's fp32 dots ran in TF32, as on a GPU: so do the control's matrix products
@@ -248,16 +247,7 @@ class Oracle:
             control = [t.to(o.dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() and t.is_floating_point()
                        else t for t, o in zip(truth, _tensors(output) or truth)]
             note = f"the reference does not run in this dtype ({one_line(e)}): bound from rounding the truth"
-        spread = None
-        if any(isinstance(c, torch.Tensor) and c.dtype == torch.float32 for c in control):
-            with contextlib.suppress(Exception):  # (a control that cannot be nudged leaves its bound as it is)
-                for draw in range(NUDGES):
-                    nudged = eager(_nudged(args, draw))
-                    moved = [(n.detach().double() - c.detach().double()).abs()
-                             if isinstance(n, torch.Tensor) and isinstance(c, torch.Tensor) and c.dtype == torch.float32
-                             and n.shape == c.shape else None for n, c in zip(nudged, control)]
-                    spread = moved if spread is None else [
-                        m if s is None else s if m is None else torch.maximum(s, m) for s, m in zip(spread, moved)]
+        spread = nudge_spread(eager, args, control)
         if moves is not None:  # (the bound adds REFERENCE_MULTIPLIER times the spread: a move enters divided by it)
             from .judge import REFERENCE_MULTIPLIER, dtype_label
 
@@ -583,6 +573,29 @@ def error_verdict(run: Any) -> Verdict:
 
 NUDGES = 3  # draws of the one-ulp nudge: where rounding decides the result (a near-tie of softmax scores at |s| = 1e8
 # in fp32), one draw may miss the rows a kernel's own rounding flips; the spread is the largest move of the three
+
+
+def nudge_spread(run: Any, args: list, control: list, draws: int = NUDGES) -> list | None:
+    """Per fp32 output of ``control`` (``run(args)``), the largest move of ``run`` over ``draws`` one-ulp nudges of
+    the floating arguments, None elsewhere (and None in all when nothing is fp32, or ``run`` cannot be nudged): the
+    control's own condition, where its error against fp64 happens to be small (a sum that cancels, computed by a
+    kernel in another order)."""
+    import torch
+
+    if not any(isinstance(c, torch.Tensor) and c.dtype == torch.float32 for c in control):
+        return None
+    spread = None
+    try:
+        for draw in range(draws):
+            nudged = run(_nudged(args, draw))
+            moved = [(n.detach().double() - c.detach().double()).abs()
+                     if isinstance(n, torch.Tensor) and isinstance(c, torch.Tensor) and c.dtype == torch.float32
+                     and n.shape == c.shape else None for n, c in zip(nudged, control)]
+            spread = moved if spread is None else [
+                m if s is None else s if m is None else torch.maximum(s, m) for s, m in zip(spread, moved)]
+    except Exception:  # noqa: BLE001 - (a control that cannot be nudged leaves its bound as it is)
+        return None
+    return spread
 
 
 def _nudged(args: list, draw: int = 0) -> list:

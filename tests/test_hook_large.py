@@ -192,8 +192,10 @@ def test_a_graph_too_large_to_copy_gets_freivalds_on_its_matmul_outputs(small_ca
     assert torch.allclose(out, model(h), atol=1e-5)
     st = rt.stats
     # the forward: Freivalds on the logits, sampled rows on the layer norm's per-row outputs saved for the backward;
-    # the backward: Freivalds on its t(mm) gradients
-    assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1, "graph (Freivalds)": 1}, st.to_dict()
+    # the backward: Freivalds on its t(mm) gradients, and every token in chunks for the weights' gradients (sums
+    # over the tokens) and the input's gradient
+    assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1,
+                                   "graph (Freivalds + every row, in chunks)": 1}, st.to_dict()
     assert not st.skip_reasons and not rt.divergences
 
 
@@ -244,10 +246,13 @@ def test_the_loss_graphs_of_an_lm_head_are_checked_on_sampled_rows(small_cap):
     st = rt.stats
     assert st.checks_by_source.get("graph (sampled rows)") == 2, st.to_dict()  # the loss's forward and backward
     assert st.checks_by_source.get("graph (Freivalds + sampled rows)") == 1, st.to_dict()  # the head's forward
-    assert st.checks_by_source.get("graph (Freivalds)") == 1, st.to_dict()  # its backward
+    assert st.checks_by_source.get("graph (Freivalds + every row, in chunks)") == 1, st.to_dict()  # its backward
     assert not st.skip_reasons and not rt.divergences and not st.internal_errors, st.to_dict()
-    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2,  # (loss, total weight)
-                                    "aten.t.default moves a row dim": 1}  # (the head's forward: its weight, transposed)
+    # (the loss and its total weight; the head's weight [512, 64] has as many rows as the tokens, 4 x 128, and is
+    # taken for row-indexed: its transpose's product and the products in the backward that use it are not compared)
+    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2,
+                                    "aten.mm.default of a [C, rows] matrix is not known to keep it": 1,
+                                    "aten.mm.default mixes rows": 3}, st.outputs_unchecked
 
 
 def _last_row_off(fx_g, example_inputs):
@@ -347,7 +352,7 @@ def _row_local_ops(x, t, w, b):
     u = s.unsqueeze(-1).permute(0, 1, 3, 2).transpose(2, 3).squeeze(-1)[..., 1:5]  # (non-row dims moved)
     u = u + s.unsqueeze(1).mul(2).reshape(_B, _T, _V)[..., :4]  # (a size-1 dim among the row dims)
     e = g.expand(_B, _T, 5) + torch.full((_B, _T, 5), 2.0)
-    return (g, z, sc, u, e, s.sum())  # (the last reduces over rows: not compared)
+    return (g, z, sc, u, e, s.mean())  # (the last, a mean over the rows, is not compared)
 
 
 def test_the_row_rules_are_identities_of_indexing():
@@ -365,7 +370,7 @@ def test_the_row_rules_are_identities_of_indexing():
     plan = plan_rows(gm, cap_bytes=1 << 30, rows=7)
     assert not isinstance(plan, str), plan
     assert sorted(plan.outputs) == [0, 1, 2, 3, 4] and list(plan.unchecked.values()) == [
-        "aten.sum.default reduces over rows"]
+        "aten.mean.default reduces over rows"]
     full = gm(*args)
     idx = [0, 1, 39, 40, 77, 100, 119]
     rows = plan.gm(*[take_rows(a, k, idx) for a, k in zip(args, plan.inputs)])
@@ -373,7 +378,7 @@ def test_the_row_rules_are_identities_of_indexing():
         torch.testing.assert_close(r, take_rows(full[i], k, idx), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("fn", [lambda x: x.cumsum(0), lambda x: x.t() * 1, lambda x: x.sum(0),
+@pytest.mark.parametrize("fn", [lambda x: x.cumsum(0), lambda x: x.t() * 1, lambda x: x.amax(0),
                                 lambda x: x.reshape(-1).cumsum(0), lambda x: x.roll(1, -1),
                                 lambda x: x + x.sum(0, keepdim=True)])
 def test_what_moves_or_mixes_rows_is_not_row_local(fn):
@@ -598,12 +603,17 @@ def test_a_whole_gpt_is_checked_by_sampled_sequences(small_cap, sdpa):
     _gpt_step(model, compiled, torch.randint(0, 96, (6, 24)))
     st = rt.stats
     # train forward: its saved activations on sampled sequences (and the head's logits by Freivalds); eval forward:
-    # the logits on sampled sequences; the backward returns the weights' gradients only (sums over every token,
-    # not row-local): Freivalds' check of those that are products of tensors at hand
+    # the logits on sampled sequences; the backward returns the weights' gradients only, sums over every token:
+    # Freivalds' check of those that are products of tensors at hand, and every sequence in chunks for all of them
     assert st.checks_by_source == {"graph (Freivalds + sampled rows)": 1, "graph (sampled rows)": 1,
-                                   "graph (Freivalds)": 1}, st.to_dict()
+                                   "graph (Freivalds + every row, in chunks)": 1}, st.to_dict()
     assert st.divergences == 0 and st.passed == 3 and not st.internal_errors and not st.skip_reasons, st.to_dict()
-    assert st.outputs_unchecked == {"aten.nll_loss_forward.default reduces over rows": 2}, st.to_dict()
+    unchecked = {"aten.nll_loss_forward.default reduces over rows": 2}
+    if not sdpa:  # (the backward of bmm attention takes the saved probabilities [B*H, T, T] as an input: one
+        # sequence is H of its leading indices, which no input proposes; its plan is by token, where the gradients
+        # of the attention's weights transpose the tokens' dim: those are not compared)
+        unchecked["aten.transpose.int moves a row dim"] = 18
+    assert st.outputs_unchecked == unchecked, st.to_dict()
 
 
 def _last_sequence_off(fx_g, example_inputs):
@@ -636,6 +646,39 @@ def test_a_wrong_sequence_of_a_whole_gpt_is_a_divergence(small_cap, monkeypatch)
     assert st.checks_by_source == {"graph (sampled rows)": 1} and st.divergences == 1, st.to_dict()
     d = rt.divergences[0]
     assert "sampled rows" in d.line and "too large to copy" in d.line, d.line
+
+
+def _weight_grads_off(fx_g, example_inputs):
+    """An aot_eager compiler with a planted bug: every output of 32 elements (in the backward: the layer norms' and
+    the biases' gradients of width d = 32, sums over every token) 1% off."""
+    def run(args):
+        out = list(fx_g(*args))
+        for j, o in enumerate(out):
+            if isinstance(o, torch.Tensor) and o.is_floating_point() and o.dim() == 1 and o.numel() == 32:
+                out[j] = o * 1.01
+        return out
+
+    run._boxed_call = True
+    return run
+
+
+def test_a_wrong_weight_gradient_of_a_whole_gpt_is_a_divergence(small_cap, monkeypatch):
+    """The backward's gradients are sums over every token: evaluated in chunks of sequences and added up, a
+    gradient 1% off is a divergence (Freivalds' check covers products only, not a layer norm's weight)."""
+    import torch._dynamo.backends.debugging as debugging
+
+    rt = small_cap(16 << 10)
+    monkeypatch.setattr(debugging, "boxed_nop", _weight_grads_off)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = _GPT(sdpa=True)
+    compiled = torch.compile(model, backend="gpuemu", options={"backend": "aot_eager"})
+    compiled(*(torch.randint(0, 96, (6, 24)),) * 2).backward()
+    st = rt.stats
+    assert st.checks_by_source.get("graph (Freivalds + every row, in chunks)") == 1 and st.divergences == 1, \
+        st.to_dict()
+    d = rt.divergences[0]
+    assert "every row of 6 (a sum over the rows" in d.line and "too large to copy" in d.line, d.line
 
 
 @pytest.mark.parametrize("mix, why", [("mean", "aten.mean.dim reduces over rows"),
@@ -675,17 +718,17 @@ def test_the_restricted_gpt_graph_gives_those_sequences(sdpa):
     assert [k for k, _ in seen] == ["fw", "bw", "inf"]
     for kind, gm in seen:
         plan = plan_rows(gm, cap_bytes=1 << 30, rows=3)
-        if kind == "bw":  # (weights' gradients only)
-            assert isinstance(plan, str) and plan.startswith("no output is row-local"), plan
-            continue
-        assert not isinstance(plan, str), plan
-        assert plan.n_rows == 5 and plan.m == 3 and len(plan.outputs) >= (1 if kind == "inf" else 20), plan
         args = [p.meta["val"] for p in gm.graph.nodes if p.op == "placeholder"]
         g = torch.Generator().manual_seed(1)
         real = [torch.randn(a.shape, generator=g) if a.is_floating_point() else torch.randint(0, 16, a.shape, generator=g)
-                for a in args]
+                if a.dtype != torch.bool else torch.ones(a.shape, dtype=torch.bool).tril() for a in args]
         with torch.no_grad():
             full = gm(*real)
+        if kind == "bw":  # (the weights' gradients: sums over every token)
+            _check_sums_in_chunks(gm, plan, real, full, sdpa)
+            continue
+        assert not isinstance(plan, str), plan
+        assert plan.n_rows == 5 and plan.m == 3 and len(plan.outputs) >= (1 if kind == "inf" else 20), plan
         idx = [0, 2, 4]
         with torch.no_grad():
             rows = plan.gm(*[take_rows(a, k, idx, 5) for a, k in zip(real, plan.inputs)])
@@ -694,6 +737,41 @@ def test_the_restricted_gpt_graph_gives_those_sequences(sdpa):
         # (a wrong sequence is not those rows: the test can fail)
         i, k = next((i, k) for i, k in plan.outputs.items() if k)
         assert not torch.allclose(rows[list(plan.outputs).index(i)], take_rows(full[i], k, [0, 2, 3], 5))
+
+
+def _check_sums_in_chunks(gm, plan, real, full, sdpa):
+    """A backward graph's plan: its outputs that sum over the rows, added up over chunks of rows that divide
+    them, give the full graph's (and its row-local outputs, chunk by chunk, those rows)."""
+    from gpuemu.backends.row_local import SUM, plan_rows, take_rows
+
+    assert not isinstance(plan, str), plan
+    n = plan.n_rows
+    sums = [i for i, k in plan.outputs.items() if k is SUM]
+    # every weight's gradient (sdpa: the attention's too; with bmm attention the tokens are the rows, and the
+    # attention's weights' gradients, which transpose them, are not compared)
+    assert plan.m == n and len(sums) == (len(plan.outputs) if sdpa else 11) and sums, plan
+    if sdpa:
+        assert n == 5 and not plan.unchecked, plan
+    caps = [plan.est_bytes * f // 10 for f in range(9, 0, -1)]  # (fewer rows fit: chunks of a divisor of n)
+    small = next(p for p in (plan_rows(gm, cap_bytes=c) for c in caps) if not isinstance(p, str) and p.n_rows == n
+                 and p.m < n)
+    assert n % small.m == 0 and small.est_bytes < plan.est_bytes, small
+    acc: dict = {}
+    with torch.no_grad():
+        for c in range(0, n, small.m):
+            idx = list(range(c, c + small.m))
+            part = small.gm(*[take_rows(a, k, idx, n) for a, k in zip(real, small.inputs)])
+            for (i, k), r in zip(small.outputs.items(), part):
+                if k is SUM:
+                    acc[i] = acc.get(i, 0) + r.double()
+                else:
+                    torch.testing.assert_close(r, take_rows(full[i], k, idx, n))
+            if c + small.m == n:  # (the sums of all but the last chunk are not the whole's: the test can fail)
+                assert not all(torch.allclose((acc[i] - part[j].double()).float(), full[i], atol=1e-4)
+                               for j, i in enumerate(small.outputs) if i in acc)
+    for i in sums:
+        scale = float(full[i].abs().max())  # (random saved activations: large values, fp32's rounding of them)
+        torch.testing.assert_close(acc[i].float(), full[i], rtol=1e-4, atol=1e-5 * scale)
 
 
 def test_fewer_sequences_are_sampled_when_they_exceed_the_scratch_budget():

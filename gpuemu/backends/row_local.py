@@ -16,6 +16,13 @@ every value of the graph a *row state*:
   (their product / N leading indices per row: 1 for [B, T, C] with N = B, T for [B*T, C]). Restricted to
   ``m`` sampled rows it has shape ``[m * prod(shape[:k]) // N, *shape[k:]]``.
 * ``WHOLE`` (0): it does not depend on any row-indexed value (a scalar, a weight, a count); computed whole.
+* ``SUM``: a sum over every row of per-row terms (a backward graph's weights' gradients: ``sum`` over the row
+  dims, ``mm`` of a [C, rows] matrix by a row-indexed one, a layer norm's weight and bias gradients, an embedding's
+  gradient scattered from row-indexed indices), or what linear ops (adding two sums, scaling one by a whole value,
+  views, ``where(mask, 0, sum)``, a scatter of a sum into zeros) make of sums. The restricted graph gives the
+  share of its rows; the shares of chunks of rows that partition every row add up to the value (in fp64).
+* ``COLS``: a [C, rows] matrix, a row-indexed [rows, C] one transposed (or an input kept so by the partitioner
+  whose every use is as ``mm``'s left operand): its restriction takes the rows' columns.
 * ``None``: anything else; never evaluated, and no output depending on it is compared.
 * a tuple of these: an op with several outputs (layer norm, split, fused attention), read by ``getitem``.
 
@@ -52,6 +59,11 @@ one of the candidate's block sizes per row is computed whole in the restricted g
 large in the graph is row-indexed) and its sampled rows are taken from it by index (exact, whatever the value
 means); from there on it is row-indexed. The plan without promotion is kept on a tie (it computes less).
 
+A plan with ``SUM`` outputs is evaluated on every row, in chunks of ``m`` rows (``m`` divides ``N``: as many as
+fit the byte budget), its row-local outputs judged chunk by chunk and its sums once, added up; a plan without is
+evaluated on ``m`` sampled rows. A mean over the rows, a max over them, or a sum that meets a row-indexed value
+again (a batch norm) is neither: ``None``.
+
 The restricted graph (:class:`RowPlan`.gm) is the graph with each row-indexed value's row dims replaced by one
 dim of ``m`` times the block: dims and shapes in the ops' arguments are rewritten, views become reshapes,
 and only what the compared outputs need is kept. ``m`` is up to :data:`gpuemu.hook.large.ROWS`, fewer when
@@ -59,10 +71,14 @@ that many rows' fp64 evaluation would exceed the byte budget (long sequences).
 
 >>> import torch
 >>> from torch.fx.experimental.proxy_tensor import make_fx
->>> gm = make_fx(lambda x: (x.log_softmax(-1), x.sum()))(torch.randn(300, 8))
+>>> gm = make_fx(lambda x: (x.log_softmax(-1), x.mean()))(torch.randn(300, 8))
 >>> p = plan_rows(gm, cap_bytes=1 << 20)
 >>> sorted(p.outputs), list(p.unchecked.values())
-([0], ['aten.sum.default reduces over rows'])
+([0], ['aten.mean.default reduces over rows'])
+>>> gm = make_fx(lambda x, g: (x.t() @ g, g.sum(0)))(torch.randn(300, 8), torch.randn(300, 4))
+>>> p = plan_rows(gm, cap_bytes=1 << 20)
+>>> p.outputs, p.n_rows, p.m
+({0: SUM, 1: SUM}, 300, 300)
 """
 
 from __future__ import annotations
@@ -72,6 +88,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WHOLE = 0  # the row state of a value that does not depend on row-indexed inputs
+
+
+class _Kind:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+SUM = _Kind("SUM")  # a sum over the rows of per-row terms (a weight's gradient): each chunk of rows gives its share
+COLS = _Kind("COLS")  # a [C, rows] matrix: a row-indexed [rows, C] one transposed (dim 1 holds the rows)
+_ZERO_FACTORIES = {"full", "zeros", "new_zeros", "zeros_like", "full_like", "new_full"}
 MAX_TRIES = 12  # row units tried per graph (each a walk over the graph, once per compiled graph)
 
 _POINTWISE = {
@@ -241,7 +270,8 @@ class _Analysis:
         if node.op == "placeholder":
             if _is_tensor(node) and _shape(node) is None:
                 raise _NotRowLocal(f"input {node.name} has a symbolic shape")
-            return self.row_input(_shape(node))
+            st = self.row_input(_shape(node))
+            return COLS if st == WHOLE and self.cols_input(node) else st
         if node.op == "get_attr":
             return WHOLE
         if node.op == "call_function" and node.target is operator.getitem and hasattr(node.args[0], "op"):
@@ -268,12 +298,20 @@ class _Analysis:
         if node.op != "call_function" or schema is None:
             raise _NotRowLocal(f"{_qualname(node)} is not known to be row-local")
         vals = _bind(schema, node)
+        if any(self.k(a) is SUM or self.k(a) is COLS for a in ins):
+            return self.summed(node, name, vals)
         if any(isinstance(self.k(a), tuple) for a in ins):
             raise _NotRowLocal(f"{_qualname(node)} takes a tuple of values")
         if name in _POINTWISE:
             k = self.pointwise(node, schema, vals)
         elif name in _SPLITS:
             return self.split(node, schema, vals)
+        elif name == "sum" and self.over_rows(vals):
+            return self.row_sum(node, schema, vals)
+        elif name in ("index_put", "_unsafe_masked_index_put_accumulate"):
+            return self.index_put(node, vals)
+        elif name == "embedding_dense_backward":
+            return self.embedding_backward(node, vals)
         elif name == "var_mean":
             k = self.along(node, schema, vals, reduction=True)
             return self.each(node, lambda i, s: k)
@@ -308,7 +346,7 @@ class _Analysis:
             raise _NotRowLocal(f"{_qualname(node)} reduces over rows")
         else:
             raise _NotRowLocal(f"{_qualname(node)} is not known to be row-local")
-        if k:
+        if k and k is not COLS:
             self.rows_of(node, k)
         return k
 
@@ -324,6 +362,8 @@ class _Analysis:
             if isinstance(st, str):
                 self.cause[(node, i)] = st
                 st = None
+            elif st is SUM:
+                pass
             elif st and (not hasattr(v, "shape") or _prefix(tuple(v.shape), self.n) != st):
                 self.cause[(node, i)] = f"{_qualname(node)}: rows not kept"
                 st = None
@@ -424,15 +464,21 @@ class _Analysis:
             vals = dict(vals, dim=new if isinstance(vals["dim"], (list, tuple)) else new[0])
         elif name == "permute":
             dims = [_norm_dim(d, len(shape)) for d in vals["dims"]]
+            if k == 1 and dims == [1, 0]:
+                return COLS  # (a [rows, C] matrix transposed: the rows' side of a weight gradient's product)
             if dims[:k] != list(range(k)):
                 raise moved
             vals = dict(vals, dims=[0] + [d - k + 1 for d in dims[k:]])
         elif name == "transpose":
             d0, d1 = _norm_dim(vals["dim0"], len(shape)), _norm_dim(vals["dim1"], len(shape))
+            if k == 1 and len(shape) == 2 and {d0, d1} == {0, 1}:
+                return COLS
             if d0 != d1 and min(d0, d1) < k:
                 raise moved
             vals = dict(vals, dim0=max(d0 - k + 1, 0), dim1=max(d1 - k + 1, 0))
         elif name == "t":
+            if k == 1 and len(shape) == 2:
+                return COLS
             if len(shape) >= 2:
                 raise moved
         elif name == "expand":
@@ -532,6 +578,113 @@ class _Analysis:
         self.rewrite[node] = (node.target, *_unbind(schema, dict(vals, dim=d - k + 1)))
         return k
 
+    # ------------------------------------------------------------------ sums over the rows
+    def cols_input(self, node: Any) -> bool:
+        """An input [C, rows] (a saved activation the partitioner kept transposed) whose every use is as the left
+        operand of ``mm``: the rows' side of a weight gradient's product."""
+        s = _shape(node)
+        if s is None or len(s) != 2 or s[1] % self.n or s[1] // self.n not in self.blocks or not node.users:
+            return False
+        return all(_opname(u) == "mm" and u.args and u.args[0] is node and node not in u.args[1:]
+                   for u in node.users)
+
+    def over_rows(self, vals: dict) -> bool:
+        """A sum of a row-indexed value over (at least) every row dim."""
+        x = vals.get("self")
+        k, shape = self.k(x), _shape(x) if hasattr(x, "op") else None
+        if not isinstance(k, int) or k < 1 or shape is None:
+            return False
+        dims = vals.get("dim")
+        if dims is None or dims == []:
+            return True
+        dims = dims if isinstance(dims, (list, tuple)) else [dims]
+        return set(range(k)) <= {_norm_dim(d, len(shape)) for d in dims}
+
+    def row_sum(self, node: Any, schema: Any, vals: dict) -> Any:
+        """The rows' share of a sum over every row: the restricted value summed over its one row dim (and the
+        other dims summed), reshaped to the full result's shape."""
+        x = vals["self"]
+        k, shape, out = self.k(x), _shape(x), _shape(node)
+        if out is None:
+            raise _NotRowLocal(f"{_qualname(node)}: no static shape")
+        dims = vals.get("dim")
+        if dims is None or dims == []:
+            new = list(range(1 + len(shape) - k))
+        else:
+            dims = [_norm_dim(d, len(shape)) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+            new = [0] + sorted({d - k + 1 for d in dims if d >= k})
+        self.rewrite[node] = (_sum_rows, (x, new, list(out), vals.get("dtype")), {})
+        return SUM
+
+    def index_put(self, node: Any, vals: dict) -> Any:
+        """``index_put(zeros, [row-indexed indices], row-indexed values, accumulate=True)``: an embedding's
+        gradient, a scatter-add of every row's values: a sum over the rows."""
+        idx, v = [i for i in vals["indices"] if i is not None], vals["values"]
+        if "mask" in vals:  # (_unsafe_masked_index_put_accumulate: a mask beside the indices, always accumulating)
+            idx.append(vals["mask"])
+        k = self.k(v)
+        ok = ((vals.get("accumulate") or "mask" in vals) and _is_zeros(vals["self"]) and self.k(vals["self"]) == WHOLE
+              and idx
+              and isinstance(k, int) and k >= 1 and None not in vals["indices"]
+              and all(self.k(i) == k and (_shape(i) or ())[:k] == (_shape(v) or ())[:k] for i in idx))
+        if not ok:
+            raise _NotRowLocal(f"{_qualname(node)} is not known to be row-local")
+        return SUM
+
+    def embedding_backward(self, node: Any, vals: dict) -> Any:
+        """A table's gradient: every row's gradient added at its indices, a sum over the rows."""
+        g, idx = vals["grad_output"], vals["indices"]
+        k = self.k(g)
+        ok = (isinstance(k, int) and k >= 1 and self.k(idx) == k and not vals.get("scale_grad_by_freq")
+              and (_shape(idx) or ())[:k] == (_shape(g) or ())[:k])
+        if not ok:
+            raise _NotRowLocal(f"{_qualname(node)} is not known to be row-local")
+        return SUM
+
+    def summed(self, node: Any, name: str, vals: dict) -> Any:
+        """Ops on sums over the rows (and on [C, rows] matrices): linear ones keep a sum (shares of the chunks of
+        rows add up to the whole); anything else is not known to."""
+        tensors = {n: v for n, v in vals.items() if hasattr(v, "op")}
+        states = {n: self.k(v) for n, v in tensors.items()}
+        sums = [n for n, st in states.items() if st is SUM]
+        others = [n for n, st in states.items() if st is not SUM]
+        whole_rest = all(states[n] == WHOLE and not isinstance(states[n], tuple) for n in others)
+        if name in ("t", "transpose", "permute") and states.get("self") is COLS and len(states) == 1:
+            dims = vals.get("dims", [1, 0])
+            if [_norm_dim(d, 2) for d in dims] == [1, 0]:
+                self.rows_of(node, 1)
+                return 1  # (a [C, rows] matrix transposed back: rows again)
+        if name == "mm":
+            a, b = vals["self"], vals["mat2"]
+            ka, kb = self.k(a), self.k(b)
+            sa, sb = _shape(a), _shape(b)
+            if ka is COLS and kb == 1 and sa and sb and len(sb) == 2 and sa[1] // self.n == sb[0] // self.n:
+                return SUM  # (sum over the rows of row i's outer products: the weight's gradient of a linear layer)
+            if sums and whole_rest:
+                return SUM
+        elif name in ("add", "sub") and not others and len(sums) == 2:
+            return SUM
+        elif name in ("mul", "div") and len(sums) == 1 and whole_rest and (name == "mul" or sums == ["self"]):
+            return SUM
+        elif name in ("neg", "clone", "alias", "detach", "_to_copy", "convert_element_type", "sum") \
+                or name in _VIEWS or name in ("permute", "transpose", "t", "unsqueeze", "squeeze", "expand"):
+            if sums == ["self"] and whole_rest:
+                return SUM
+        elif name == "where":  # (where(mask, 0, sum): a masked gradient)
+            if sums and whole_rest and len(sums) == 1 and sums[0] in ("self", "other") \
+                    and _is_zeros(vals["other" if sums[0] == "self" else "self"]):
+                return SUM
+        elif name in ("index_put", "_unsafe_masked_index_put_accumulate"):  # (a sum scattered into zeros at whole
+            # indices: the position embedding's gradient)
+            if sums == ["values"] and whole_rest and (vals.get("accumulate") or "mask" in vals) \
+                    and _is_zeros(vals["self"]):
+                return SUM
+        elif name == "embedding_dense_backward":  # (the same, as one op)
+            if sums == ["grad_output"] and whole_rest and not vals.get("scale_grad_by_freq"):
+                return SUM
+        what = "a [C, rows] matrix" if any(st is COLS for st in states.values()) else "a sum over rows"
+        raise _NotRowLocal(f"{_qualname(node)} of {what} is not known to keep it")
+
     def layer_norm(self, node: Any, name: str, vals: dict) -> tuple:
         """Normalized over trailing dims past the rows: the output (its gradient) and the per-row statistics are
         row-local; the weight's and bias's gradients sum over the rows."""
@@ -545,7 +698,27 @@ class _Analysis:
             raise _NotRowLocal(f"{_qualname(node)}: operands with different row dims")
         if name == "native_layer_norm":
             return self.each(node, lambda i, s: k)
-        return self.each(node, lambda i, s: k if i == 0 else f"{_qualname(node)} reduces over rows")
+        return self.each(node, lambda i, s: k if i == 0 else SUM)  # (the weight's, bias's: sums over rows)
+
+
+def _sum_rows(x: Any, dims: list, shape: list, dtype: Any = None) -> Any:
+    """(The restricted graph's) sum over the rows' dim and ``dims``, shaped as the full graph's sum."""
+    import torch
+
+    return torch.ops.aten.sum.dim_IntList(x, dims, False, dtype=dtype).reshape(shape)
+
+
+def _is_zeros(a: Any) -> bool:
+    """A constant zero: the scalar 0, or a factory node filling with 0 (``full(..., 0)``, ``zeros``)."""
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return a == 0
+    if not hasattr(a, "op") or a.op != "call_function" or _opname(a) not in _ZERO_FACTORIES:
+        return False
+    name = _opname(a)
+    if name in ("zeros", "new_zeros", "zeros_like"):
+        return True
+    fill = a.kwargs.get("fill_value", a.args[1] if len(a.args) > 1 else None)
+    return isinstance(fill, (int, float)) and not isinstance(fill, bool) and fill == 0
 
 
 def _flat(xs: Any) -> list:
@@ -719,7 +892,7 @@ def _row_outputs(plan: RowPlan) -> int:
 
 
 def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
-              blocks: frozenset = frozenset({1}), promote: bool = False) -> RowPlan | str:
+              blocks: frozenset = frozenset({1}), promote: bool = False, fixed: bool = False) -> RowPlan | str:
     an = _Analysis(gm, n, m, blocks, promote=promote)
     an.run()
     outs = _outputs(gm)
@@ -740,18 +913,25 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
         return f"no output is row-local: {first}"
     keep = [outs[i] for i in checked]
     need = _needed(keep)
+    sums = any(k is SUM for k in checked.values())
+    if sums and not fixed:  # every row is evaluated, in chunks of m rows that divide them: as few chunks as fit
+        m = n
     est = _peak_bytes(gm, an, need, m)
     if isinstance(est, str):
         return est
-    if est > cap_bytes:  # fewer rows (whole sequences are large): the most that fit, if one does
-        lo, hi = 0, m  # (the peak grows with the rows: the largest count within the cap, by bisection)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if _peak_bytes(gm, an, need, mid) <= cap_bytes else (lo, mid)
-        fit = lo
+    if sums and not fixed or est > cap_bytes:  # fewer rows (whole sequences are large): the most that fit
+        fit = m
+        if est > cap_bytes:
+            lo, hi = 0, m  # (the peak grows with the rows: the largest count within the cap, by bisection)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if _peak_bytes(gm, an, need, mid) <= cap_bytes else (lo, mid)
+            fit = lo
+        if sums:
+            fit = max((d for d in range(1, fit + 1) if n % d == 0), default=0)
         if not fit:
             return "sampled rows exceed max_scratch_bytes"
-        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks, promote)
+        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks, promote, fixed=True)
     try:
         rgm = _restricted_graph(gm, an, keep)
     except Exception as e:  # (an op the builder cannot copy: no plan, and it says why)
@@ -777,12 +957,16 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
             dies.setdefault(j, []).append(a)
     live = peak = 0
     size: dict = {}
+    keep_set = set(_outputs(gm))
     for i, node in enumerate(order):
         s = _shape(node)
         if s is None and (_is_tensor(node) or (node.op == "placeholder" and "val" not in node.meta)):
             return f"no static shape at {node.name}"
         k = an.state[node]
-        size[node] = 0 if s is None else 8 * (math.prod(s) if not k else m * math.prod(s) // an.n)
+        whole = k is SUM or (not k and k is not COLS)
+        size[node] = 0 if s is None else 8 * (math.prod(s) if whole else m * math.prod(s) // an.n)
+        if k is SUM and node in keep_set:
+            size[node] *= 3  # (and the chunks' sums in fp64: the reference's and the control's)
         if node in an.taken:
             size[node] += 8 * math.prod(s)  # (computed whole before its rows are taken; counted till its last use)
         live += size[node]
@@ -798,8 +982,13 @@ def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
     import numpy as np
     import torch
 
-    if k == WHOLE:
+    if k is SUM or k == WHOLE:
         return t
+    if k is COLS:  # (a [C, rows] matrix: the rows' columns)
+        r = t.shape[1] // n
+        flat = np.asarray(idx, dtype=np.int64)
+        flat = (flat[:, None] * r + np.arange(r, dtype=np.int64)[None, :]).reshape(-1)
+        return t.index_select(1, torch.as_tensor(flat, device=t.device))
     lead = math.prod(t.shape[:k])
     r = lead // n if n else 1
     flat = np.asarray(idx, dtype=np.int64)
@@ -811,4 +1000,4 @@ def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
     return t[tuple(torch.as_tensor(c, device=t.device) for c in coords)]
 
 
-__all__ = ["RowPlan", "plan_rows", "take_rows", "WHOLE"]
+__all__ = ["RowPlan", "plan_rows", "take_rows", "WHOLE", "SUM", "COLS"]

@@ -40,7 +40,12 @@ sampled sequences, the row being the batch dim, since attention mixes only a seq
 compared at those rows with the graph re-run in fp64 on the inputs restricted to them, bounded by
 ``max_scratch_bytes`` and, on CUDA, a quarter of free memory (fewer than :data:`ROWS` rows when as many
 sequences would not fit). Outputs that reduce
-over the rows (the mean loss itself) are not compared: ``stats()["outputs_unchecked"]`` counts them by reason.
+over the rows by a mean or a max (the mean loss itself) are not compared: ``stats()["outputs_unchecked"]`` counts
+them by reason. Outputs that *sum* over the rows (a backward graph's weights' gradients: GPT-2's whole backward
+takes the [tokens, vocab] gradient of the logits and returns only those) are evaluated on every row instead, in
+chunks of rows as large as the budget allows, each chunk's share added up in fp64 (the row-local outputs are then
+judged chunk by chunk too): counted as "graph (every row, in chunks)" or "graph (Freivalds + every row, in
+chunks)". What it allocates is one chunk's evaluation and the sums; what it costs is the graph's work in fp64.
 Counted as "graph (sampled rows)", or "graph (Freivalds + sampled rows)" when a graph has both kinds of
 output (one check: Freivalds' verdict first, then the rows'). A graph with neither stays a skip whose reason
 says why ("graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; no output

@@ -21,9 +21,11 @@ from typing import Any, Callable
 # what stats() counts checks by (the sources), from the record's source and check kind
 LABELS = ("graph forward", "graph backward", "inductor kernel", "triton kernel", "@shadow",
           "graph (Freivalds)", "graph (sampled rows)", "graph (Freivalds + sampled rows)",
-          "inductor kernel (sampled rows)")  # (the last four: calls too large to copy, gpuemu/hook/large.py)
+          "graph (every row, in chunks)", "graph (Freivalds + every row, in chunks)",
+          "inductor kernel (sampled rows)")  # (the last six: calls too large to copy, gpuemu/hook/large.py)
 _LARGE = {"graph.freivalds": "graph (Freivalds)", "graph.rows": "graph (sampled rows)",
-          "graph.freivalds+rows": "graph (Freivalds + sampled rows)"}
+          "graph.freivalds+rows": "graph (Freivalds + sampled rows)", "graph.chunks": "graph (every row, in chunks)",
+          "graph.freivalds+chunks": "graph (Freivalds + every row, in chunks)"}
 
 
 def label(source: str, kind: str) -> str:
