@@ -745,6 +745,9 @@ def _check_sums_in_chunks(gm, plan, real, full, sdpa):
     from gpuemu.backends.row_local import SUM, plan_rows, take_rows
 
     assert not isinstance(plan, str), plan
+    # (on CUDA the sums are not evaluated yet: the backward stays a skip there, saying why)
+    off = plan_rows(gm, cap_bytes=1 << 30, cuda=True)
+    assert isinstance(off, str) and off.startswith("no output is row-local"), off
     n = plan.n_rows
     sums = [i for i, k in plan.outputs.items() if k is SUM]
     # every weight's gradient (sdpa: the attention's too; with bmm attention the tokens are the rows, and the
