@@ -15,16 +15,7 @@ timeout ${T0:-130} python3 bench/hook_real_model.py --large --steps 40 --evals 4
 echo "hook large: exit $? in ${SECONDS} s" >> $R/phase.txt; ALL=$SECONDS; pack
 SECONDS=0
 T=$(( ${BUDGET:-450} - ALL - 10 )); [ $T -lt 60 ] && T=60
-fam() {  # NAME TAG [reference_bench arguments]
-  local name=$1 tag=$2; shift 2
-  timeout $T python3 bench/reference_bench.py --device cuda --only families --correct 300 --bugs 100 \
-    --compile-workers 0 --store $R/store-$tag --out $R/fam-$tag.md --json $R/fam-$tag.json "$@" $name \
-    > $R/fam-$tag.log 2>&1
-  echo "fam $tag: exit $? at ${SECONDS} s" >> $R/phase.txt
-}
-for f in int8_gemm fp8_gemm moe_gemm paged_decode add_rmsnorm rope_pos masked_softmax; do fam $f $f & done
-fam gqa_attention gqa-buggy --twins buggy &
-for dt in fp32 fp16 bf16; do fam gqa_attention gqa-$dt --twins correct --dtypes $dt & done
+families $T --compile-workers 0
 (while sleep 30; do pack; done) & PACKER=$!  # the partial results come back if the device time runs out
 wait $(jobs -p | grep -v "^$PACKER$")
 kill $PACKER 2>/dev/null
