@@ -593,8 +593,8 @@ def nudge_spread(run: Any, args: list, control: list, draws: int = NUDGES) -> li
                      and n.shape == c.shape else None for n, c in zip(nudged, control)]
             spread = moved if spread is None else [
                 m if s is None else s if m is None else torch.maximum(s, m) for s, m in zip(spread, moved)]
-    except Exception:  # noqa: BLE001 - (a control that cannot be nudged leaves its bound as it is)
-        return None
+    except Exception:  # noqa: BLE001 - (a control that cannot be nudged leaves its bound as it is, or as the
+        pass  # draws before the one that failed left it)
     return spread
 
 
