@@ -509,7 +509,7 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
         chunks = [list(range(c, c + plan.m)) for c in range(0, plan.n_rows, plan.m)]
     else:
         chunks = [sample_rows(plan.n_rows, seed=st.checks + plan.n_rows, count=plan.m)]
-    worst = None  # (verdict, index into plan.outputs, notes, rows, inputs, compared outputs)
+    worst = None  # (verdict, index into plan.outputs, notes, rows, inputs, compared outputs: kept for a failure only)
     ref_sum: dict = {}
     eager_sum: dict = {}
     spread_sum: dict = {}
@@ -539,10 +539,10 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
             v, jj, notes = judge_outputs(got, [ref[j] for j in rows], [eager[j] for j in rows], rt.tolerances,
                                          skip=mode.aux, spread=None if spread is None else [spread[j] for j in rows])
             if v is not None and _worse(v, worst):
-                worst = (v, rows[jj], notes, idx, inputs, got)
+                worst = (v, rows[jj], notes, idx, inputs, got) if v.status == FAIL else (v, rows[jj], notes, idx)
             if worst is not None and worst[0].status == FAIL:
                 break
-        del ref, eager
+        del ref, eager, spread, inputs, got  # (one chunk's values alive at a time, as the plan's bound counts)
     if sums and (worst is None or worst[0].status != FAIL):
         order = [j for j in sums if j in ref_sum and j not in aux]
         outs = list(plan.outputs)
@@ -550,20 +550,26 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
         v, jj, notes = judge_outputs(got, [ref_sum[j] for j in order], [eager_sum[j] for j in order],
                                      rt.tolerances, spread=[spread_sum.get(j) for j in order] if spread_sum else None)
         if v is not None and _worse(v, worst):
-            worst = (v, order[jj], dict(notes, sum_over_rows=True), "all", inputs, got)
+            worst = (v, order[jj], dict(notes, sum_over_rows=True), "all", None, got)
     if worst is None:
         if prior is None:
             chk.skip("no floating output to judge")
         return
-    verdict, j, notes, idx, inputs, got = worst
+    verdict, j, notes, idx = worst[:4]
     if prior is not None and prior.status == PASS and verdict.status == PASS \
             and (prior.worst_ratio or 0) > (verdict.worst_ratio or 0):
         return
     chk.verdict = verdict
     if verdict.status != FAIL:
         return
+    inputs, got = worst[4:]
     out_i = list(plan.outputs)[j]
     summed = idx == "all"
+    if summed:  # (the record's inputs: the last chunk's, taken again)
+        inputs = [take_rows(a, k, chunks[-1], plan.n_rows) if isinstance(a, torch.Tensor) else a
+                  for a, k in zip(args, plan.inputs)]
+        if plan.takes_rows:
+            inputs.append(torch.as_tensor(chunks[-1], dtype=torch.int64, device=device))
     hook = {"inner": shadow.inner, "label": shadow.label, "graph_kind": getattr(shadow, "kind", "graph.forward"),
             "output_index": j, "graph_output_index": out_i, "rows": idx if not summed else list(chunks[-1]),
             "n_rows": plan.n_rows, "outputs_unchecked": {str(i): why for i, why in plan.unchecked.items()},
