@@ -514,12 +514,17 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     eager_sum: dict = {}
     spread_sum: dict = {}
     aux: set = set()
+    def restricted(idx: list) -> list:
+        """The restricted graph's inputs for rows ``idx``."""
+        inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
+                  for a, k in zip(args, plan.inputs)]
+        if plan.takes_rows:  # (the restricted graph takes rows of values it computes whole)
+            inputs.append(torch.as_tensor(idx, dtype=torch.int64, device=device))
+        return inputs
+
     for idx in chunks:
         with torch.no_grad(), _no_autocast():
-            inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
-                      for a, k in zip(args, plan.inputs)]
-            if plan.takes_rows:  # (the restricted graph takes rows of values it computes whole)
-                inputs.append(torch.as_tensor(idx, dtype=torch.int64, device=device))
+            inputs = restricted(idx)
             mode = Fp64Mode()
             with mode:
                 ref = flat_outputs(gm64(*[to_fp64(x) for x in inputs]))
@@ -566,10 +571,8 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     out_i = list(plan.outputs)[j]
     summed = idx == "all"
     if summed:  # (the record's inputs: the last chunk's, taken again)
-        inputs = [take_rows(a, k, chunks[-1], plan.n_rows) if isinstance(a, torch.Tensor) else a
-                  for a, k in zip(args, plan.inputs)]
-        if plan.takes_rows:
-            inputs.append(torch.as_tensor(chunks[-1], dtype=torch.int64, device=device))
+        with torch.no_grad():
+            inputs = restricted(chunks[-1])
     hook = {"inner": shadow.inner, "label": shadow.label, "graph_kind": getattr(shadow, "kind", "graph.forward"),
             "output_index": j, "graph_output_index": out_i, "rows": idx if not summed else list(chunks[-1]),
             "n_rows": plan.n_rows, "outputs_unchecked": {str(i): why for i, why in plan.unchecked.items()},

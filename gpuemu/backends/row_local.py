@@ -651,10 +651,11 @@ class _Analysis:
         states = {n: self.k(v) for n, v in tensors.items()}
         sums = [n for n, st in states.items() if st is SUM]
         others = [n for n, st in states.items() if st is not SUM]
-        whole_rest = all(states[n] == WHOLE and not isinstance(states[n], tuple) for n in others)
+        whole_rest = all(states[n] == WHOLE for n in others)
         if name in ("t", "transpose", "permute") and states.get("self") is COLS and len(states) == 1:
-            dims = vals.get("dims", [1, 0])
-            if [_norm_dim(d, 2) for d in dims] == [1, 0]:
+            swap = (name == "t" or name == "permute" and [_norm_dim(d, 2) for d in vals["dims"]] == [1, 0]
+                    or name == "transpose" and {_norm_dim(vals["dim0"], 2), _norm_dim(vals["dim1"], 2)} == {0, 1})
+            if swap:
                 self.rows_of(node, 1)
                 return 1  # (a [C, rows] matrix transposed back: rows again)
         if name == "mm":
@@ -717,10 +718,10 @@ def _is_zeros(a: Any) -> bool:
         return a == 0
     if not hasattr(a, "op") or a.op != "call_function" or _opname(a) not in _ZERO_FACTORIES:
         return False
-    name = _opname(a)
-    if name in ("zeros", "new_zeros", "zeros_like"):
+    if _opname(a) in ("zeros", "new_zeros", "zeros_like"):
         return True
-    fill = a.kwargs.get("fill_value", a.args[1] if len(a.args) > 1 else None)
+    schema = getattr(a.target, "_schema", None)
+    fill = _bind(schema, a).get("fill_value") if schema is not None else None
     return isinstance(fill, (int, float)) and not isinstance(fill, bool) and fill == 0
 
 
