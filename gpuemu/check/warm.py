@@ -128,6 +128,9 @@ class Warming:
                 p.terminate()
         for p in processes:
             p.join(timeout=10)
+            if p.is_alive():  # (a process that outlived SIGTERM, seen once on a loaded 2-core machine: SIGKILL)
+                p.kill()
+                p.join(timeout=10)
         self._thread.join(timeout=30)
 
     def join(self, timeout: float | None = None) -> dict | None:
