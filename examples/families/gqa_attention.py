@@ -107,6 +107,11 @@ def _launch(kernel, q, k, v, causal):
     Hkv = k.shape[1]
     if Hq % Hkv != 0:
         raise ValueError(f"Hq={Hq} is not a multiple of Hkv={Hkv}")
+    if k.stride(-1) != 1 and k.is_cuda:
+        # Triton 3.6 on sm_90 miscompiles this loop for a k whose head dim is not contiguous (fp16/bf16, D = 17,
+        # num_warps 4): an out-of-range shared-memory access at the loop (compute-sanitizer), non-deterministic
+        # output or an illegal address (bench/gpu_session_l.md; gpuemu's layout fuzzing found it). Copied instead.
+        k = k.contiguous()
     o = torch.empty((B, Hq, N, D), dtype=q.dtype, device=q.device)
     grid = (triton.cdiv(N, BLOCK_M), B * Hq)
     kernel[grid](q, k, v, o, Hq, N, D, Hq // Hkv, 1.0 / math.sqrt(D),

@@ -93,7 +93,8 @@ def compile_aot(inner: str, gm: Any, example_inputs: Any, *, mode: str | None, o
                 return out
             try:
                 sh = AotGraphShadow(out, copy, kind=kind, inner=inner, label=label,
-                                    cudagraphs=bool(kw.get("cudagraphs")))
+                                    cudagraphs=bool(kw.get("cudagraphs")),
+                                    donated=_donated(kind) if inner == "inductor" else frozenset())
             except Exception:
                 return out
             return out if sh.swappable else sh.boxed()
@@ -114,6 +115,19 @@ def compile_aot(inner: str, gm: Any, example_inputs: Any, *, mode: str | None, o
         return aot_eager(gm, example_inputs,
                          fw_compiler=shadowed(lambda kw: "graph.forward", boxed_nop),
                          bw_compiler=shadowed(lambda kw: "graph.backward", boxed_nop))
+
+
+def _donated(kind: str) -> frozenset:
+    """The backward graph's inputs AOTAutograd donates to Inductor (saved activations whose buffers Inductor may
+    reuse for its own values, so that they are changed by the call), read while the backward is compiled."""
+    if kind != "graph.backward":
+        return frozenset()
+    try:
+        from torch._inductor.utils import get_donated_idxs
+
+        return frozenset(get_donated_idxs() or ())
+    except Exception:  # (a torch without donated buffers)
+        return frozenset()
 
 
 def _label(gm: Any) -> str:

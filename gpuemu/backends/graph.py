@@ -204,10 +204,12 @@ class AotGraphShadow:
     which :meth:`boxed` wraps. ``gm`` is a copy of the aten graph taken before the compiler saw it.
     """
 
-    def __init__(self, compiled: Any, gm: Any, *, kind: str, inner: str, label: str, cudagraphs: bool = False) -> None:
+    def __init__(self, compiled: Any, gm: Any, *, kind: str, inner: str, label: str, cudagraphs: bool = False,
+                 donated: frozenset = frozenset()) -> None:
         self.compiled = compiled
         self.gm = gm
         self.kind = kind  # graph.forward | graph.backward
+        self.overwritten = overwritten_inputs(gm, donated)  # inputs the compiled call may change (see the function)
         self.inner = inner
         self.label = f"{label} {kind.split('.')[1]}"
         self.cudagraphs = cudagraphs
@@ -278,7 +280,7 @@ class AotGraphShadow:
             return real(inputs)
         if self.cudagraphs:
             rt.stats.skip_reasons[CUDAGRAPH_NOTE] = rt.stats.skip_reasons.get(CUDAGRAPH_NOTE, 0) + 1
-        dtype, capture_ = _graph_capture(rt, args, self.random, self.gm)
+        dtype, capture_ = _graph_capture(rt, args, self.random, self.gm, self.overwritten)
 
         return run_check(rt, source="torch.compile", name=self.label, kind=self.kind, op=None, dtype=dtype,
                          bucket=key[1], capture=capture_, call=lambda: real(inputs),
@@ -378,7 +380,24 @@ def _fp64_copy(gm: Any) -> Any:
     return torch.fx.GraphModule(root, graph)
 
 
-def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[str, Any]:
+def overwritten_inputs(gm: Any, donated: frozenset = frozenset()) -> frozenset:
+    """Indices of ``gm``'s inputs that its compiled call may leave changed: those it mutates (an in-place op or
+    ``copy_`` into a placeholder: an optimizer step, a running statistic) and, in a backward, the saved
+    activations AOTAutograd donates to Inductor (``bw_donated_idxs``), whose buffers Inductor reuses for its own
+    values. Measured on the CPU (a Llama backward): five donated inputs changed by the call, and Freivalds' check,
+    reading them after it, reported a correct weight gradient 3,180x off."""
+    out = set(donated)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, p in enumerate(placeholders):
+        for u in p.users:
+            schema = getattr(u.target, "_schema", None)
+            if schema is not None and schema.is_mutable and u.args and u.args[0] is p:
+                out.add(i)
+    return frozenset(out)
+
+
+def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None,
+                   overwritten: frozenset = frozenset()) -> tuple[str, Any]:
     """A graph call's dtype label (its first float argument's) and the capture step of its check: the
     tensor arguments copied, unless the graph draws random numbers (an eager re-run would differ) or the
     copies would exceed ``max_capture_bytes``: then :func:`_large_capture` decides."""
@@ -391,16 +410,40 @@ def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None) -> tuple[st
     dtype = dtype_label(first_float.dtype if first_float is not None else None)
     tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
 
+    device = first_float.device if first_float is not None else None
+
     def capture_(chk):
         if random:
             chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
         elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-            return _large_capture(rt, chk, gm, first_float.device if first_float is not None else None)
+            return _large_capture(rt, chk, gm, device, "graph inputs exceed max_capture_bytes", tensors, overwritten)
+        elif _rerun_refused(rt, gm, device):
+            return _large_capture(rt, chk, gm, device, "the graph's fp64 re-run exceeds max_scratch_bytes", tensors,
+                                  overwritten)
         else:
             return capture(tensors)
         return None
 
     return dtype, capture_
+
+
+_whole_peaks: "weakref.WeakKeyDictionary[Any, int | None]" = weakref.WeakKeyDictionary()  # gm -> bytes
+
+
+def _rerun_refused(rt: Any, gm: Any, device: Any) -> bool:
+    """Whether re-running the whole of ``gm`` in fp64 would hold more scratch than a check may
+    (:func:`gpuemu.hook.large.scratch_refused`: ``max_scratch_bytes``, and on CUDA a quarter of the free memory): small
+    inputs can make huge intermediates (a language model's logits). Such a call is judged as one too large to copy:
+    on sampled rows, or by Freivalds' check."""
+    from ..hook.large import scratch_refused
+    from .row_local import whole_peak_bytes
+
+    if gm is None:
+        return False
+    if gm not in _whole_peaks:
+        _whole_peaks[gm] = whole_peak_bytes(gm)
+    need = _whole_peaks[gm]
+    return need is not None and scratch_refused(rt, need, device, what="the graph's fp64 re-run") is not None
 
 
 _row_plans: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()  # gm -> (cap, plan, fp64 copy)
@@ -422,12 +465,14 @@ def _row_plan(gm: Any, cap: int, device: Any = None) -> tuple[Any, Any]:
             free, _ = torch.cuda.mem_get_info(device)
             free += max(0, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
             budget = min(cap, free // 4)
-        plan = plan_rows(gm, cap_bytes=budget, cuda=getattr(device, "type", None) == "cuda")
+        plan = plan_rows(gm, cap_bytes=budget)
         hit = _row_plans[gm] = (cap, plan, None if isinstance(plan, str) else _fp64_copy(plan.gm))
     return hit[1], hit[2]
 
 
-def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None) -> dict | None:
+def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None,
+                   why: str = "graph inputs exceed max_capture_bytes", tensors: dict | None = None,
+                   overwritten: frozenset = frozenset()) -> dict | None:
     """The capture step of a graph call too large to copy: nothing is copied; the outputs that are matrix
     products of tensors at hand get Freivalds' check (gpuemu/hook/large.py), the row-local ones a re-run on
     sampled rows (gpuemu/backends/row_local.py); a graph with neither is a skip reason that says why."""
@@ -440,10 +485,13 @@ def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None) -> dict | Non
     except Exception as e:  # gpuemu's own failure: counted, and Freivalds' check still runs
         rt.internal_error("torch.compile/rows/plan", e)
         rplan, gm64 = f"row analysis failed ({type(e).__name__})", None
+    copies: dict = {}
+    if overwritten and gm is not None:  # (read after the call, they must be copied before it, or not read)
+        fplan, rplan, copies = _spare_overwritten(rt, gm, fplan, rplan, tensors or {}, overwritten)
     if isinstance(rplan, str) and not fplan:
-        chk.skip(f"graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; {rplan})")
+        chk.skip(f"{why} (no output is a matrix product of tensors at hand; {rplan})")
         return None
-    pre: dict = {"__large__": True}
+    pre: dict = {"__large__": True, "__copies__": copies}
     if fplan:
         pre["__freivalds__"] = fplan
     if not isinstance(rplan, str):
@@ -454,6 +502,61 @@ def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None) -> dict | Non
     return pre
 
 
+def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, tensors: dict,
+                       overwritten: frozenset) -> tuple[list, Any, dict]:
+    """(Freivalds' plan, the rows plan, copies by input index) for a large call whose compiled code may change
+    inputs ``overwritten`` (:func:`overwritten_inputs`): the ones the checks read are copied before the call when
+    together they fit ``max_capture_bytes``; else the checks that read them are dropped, their outputs counted in
+    ``stats()["outputs_unchecked"]`` with why."""
+    from ..hook.capture import capture, storage_bytes
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {p: i for i, p in enumerate(placeholders)}
+
+    def reads(nodes: list) -> set:
+        seen, stack, out = set(), [n for n in nodes if hasattr(n, "op")], set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op == "placeholder":
+                out.add(index[n])
+            stack.extend(a for a in _flat_args(n) if hasattr(a, "op"))
+        return out
+
+    f_reads = [reads([e[2], e[3][0], e[4]]) & overwritten for e in fplan]
+    r_reads: set = set()
+    if not isinstance(rplan, str):
+        rph = [n for n in rplan.gm.graph.nodes if n.op == "placeholder"]
+        r_reads = {i for i, p in enumerate(rph[:len(placeholders)]) if p.users} & overwritten
+    need = set().union(r_reads, *f_reads)
+    if not need:
+        return fplan, rplan, {}
+    picked = {str(i): tensors.get(str(i)) for i in sorted(need)}
+    if storage_bytes(picked.values()) <= rt.settings.max_capture_bytes:
+        return fplan, rplan, capture(picked)
+    why = (f"reads graph input{'s' if len(need) > 1 else ''} {', '.join(str(i) for i in sorted(need))}, which the "
+           "compiled call overwrites (a donated buffer or an in-place update), and copying them before the call "
+           "exceeds max_capture_bytes")
+    st = rt.stats
+    kept = [e for e, r in zip(fplan, f_reads) if not r]
+    for _ in range(len(fplan) - len(kept)):
+        st.outputs_unchecked[why] = st.outputs_unchecked.get(why, 0) + 1
+    if r_reads:
+        for _ in rplan.outputs:
+            st.outputs_unchecked[why] = st.outputs_unchecked.get(why, 0) + 1
+        rplan = f"the sampled rows' check {why}"
+    return kept, rplan, {}
+
+
+def _flat_args(n: Any) -> list:
+    out: list = []
+    for a in list(n.args) + list(n.kwargs.values()):
+        out.extend(a if isinstance(a, (list, tuple)) else [a])
+    return out
+
+
 def _sums_rows(plan: Any) -> bool:
     from .row_local import SUM
 
@@ -461,7 +564,10 @@ def _sums_rows(plan: Any) -> bool:
 
 
 def _large_judge(rt: Any, chk: Any, shadow: Any, pre: dict, args: Any, compiled: list) -> None:
-    """Freivalds' check, then the sampled rows' (the worst verdict stands; the first divergence ends it)."""
+    """Freivalds' check, then the sampled rows' (the worst verdict stands; the first divergence ends it), on the
+    copies taken before the call of the inputs it may overwrite."""
+    copies = pre.get("__copies__") or {}
+    args = [copies.get(str(i), a) for i, a in enumerate(args)]
     if "__freivalds__" in pre:
         from ..hook.large import freivalds_judge
 
@@ -594,8 +700,6 @@ def _spread(gm: Any, inputs: list, eager: list) -> list | None:
 
     from ..oracle import nudge_spread
 
-    if any(isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in inputs):
-        return None  # (not measured on a GPU yet, where no false divergence was seen without it)
     return nudge_spread(lambda a: flat_outputs(gm(*a)), inputs, eager, draws=1)
 
 

@@ -102,7 +102,6 @@ SUM = _Kind("SUM")  # a sum over the rows of per-row terms (a weight's gradient)
 COLS = _Kind("COLS")  # a [C, rows] matrix: a row-indexed [rows, C] one transposed (dim 1 holds the rows)
 _ZERO_FACTORIES = {"full", "zeros", "new_zeros", "zeros_like", "full_like", "new_full"}
 MAX_TRIES = 12  # row units tried per graph (each a walk over the graph, once per compiled graph)
-SUMS_OFF = "a sum over the rows (not evaluated on CUDA: its one run there ran out of device memory)"
 
 _POINTWISE = {
     "add", "sub", "rsub", "mul", "div", "true_divide", "neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
@@ -216,9 +215,8 @@ class _Reshape:
 
 class _Analysis:
     def __init__(self, gm: Any, n_rows: int, m: int, blocks: frozenset = frozenset({1}), *,
-                 promote: bool = False, cols: bool = True) -> None:
+                 promote: bool = False) -> None:
         self.gm, self.n, self.m, self.blocks, self.promote = gm, n_rows, m, blocks, promote
-        self.cols = cols  # ([C, rows] matrices: off on CUDA, as the sums they serve)
         self.state: dict = {}
         self.cause: dict = {}
         self.rewrite: dict = {}  # node -> (target, args, kwargs) of its restricted version
@@ -466,20 +464,20 @@ class _Analysis:
             vals = dict(vals, dim=new if isinstance(vals["dim"], (list, tuple)) else new[0])
         elif name == "permute":
             dims = [_norm_dim(d, len(shape)) for d in vals["dims"]]
-            if k == 1 and dims == [1, 0] and self.cols:
+            if k == 1 and dims == [1, 0]:
                 return COLS  # (a [rows, C] matrix transposed: the rows' side of a weight gradient's product)
             if dims[:k] != list(range(k)):
                 raise moved
             vals = dict(vals, dims=[0] + [d - k + 1 for d in dims[k:]])
         elif name == "transpose":
             d0, d1 = _norm_dim(vals["dim0"], len(shape)), _norm_dim(vals["dim1"], len(shape))
-            if k == 1 and len(shape) == 2 and {d0, d1} == {0, 1} and self.cols:
+            if k == 1 and len(shape) == 2 and {d0, d1} == {0, 1}:
                 return COLS
             if d0 != d1 and min(d0, d1) < k:
                 raise moved
             vals = dict(vals, dim0=max(d0 - k + 1, 0), dim1=max(d1 - k + 1, 0))
         elif name == "t":
-            if k == 1 and len(shape) == 2 and self.cols:
+            if k == 1 and len(shape) == 2:
                 return COLS
             if len(shape) >= 2:
                 raise moved
@@ -585,7 +583,7 @@ class _Analysis:
         """An input [C, rows] (a saved activation the partitioner kept transposed) whose every use is as the left
         operand of ``mm``: the rows' side of a weight gradient's product."""
         s = _shape(node)
-        if not self.cols or s is None or len(s) != 2 or s[1] % self.n or s[1] // self.n not in self.blocks \
+        if s is None or len(s) != 2 or s[1] % self.n or s[1] // self.n not in self.blocks \
                 or not node.users:
             return False
         return all(_opname(u) == "mm" and u.args and u.args[0] is node and node not in u.args[1:]
@@ -837,7 +835,7 @@ def _restricted_graph(gm: Any, an: _Analysis, keep: list) -> Any:
     return torch.fx.GraphModule(gm, g)
 
 
-def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None, cuda: bool = False) -> RowPlan | str:
+def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None) -> RowPlan | str:
     """The plan of a sampled-rows check of ``gm``, or why there is none (a string).
 
     ``cap_bytes`` bounds what the restricted evaluations may allocate (the hook's ``max_scratch_bytes``, and on
@@ -845,9 +843,7 @@ def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None, cuda: bool = 
     :data:`gpuemu.hook.large.ROWS`), fewer when that many rows exceed ``cap_bytes`` (whole sequences of a
     long context). The row unit is tried from each input's leading dims (:func:`_candidates`: the tokens of
     [B, T] logits, or the sequences B of [B, T] token ids, which attention keeps apart) and the plan comparing
-    the most row-indexed outputs is kept (on a tie, the one with more rows). ``cuda``: a graph on a GPU, where
-    outputs that sum over the rows are not compared yet (:data:`SUMS_OFF`) and the control is not nudged (two
-    evaluations, not three, in the byte bound).
+    the most row-indexed outputs is kept (on a tie, the one with more rows).
     """
     from ..hook.large import ROWS
 
@@ -857,7 +853,7 @@ def plan_rows(gm: Any, *, cap_bytes: int, rows: int | None = None, cuda: bool = 
     why = None  # (the first candidate's: the others are tried in case it is not the row unit)
     for n, blocks in _candidates(placeholders)[:MAX_TRIES]:
         for promote in (False, True):
-            plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes, blocks, promote, cuda=cuda)
+            plan = _plan_for(gm, placeholders, n, min(n, rows), cap_bytes, blocks, promote)
             if isinstance(plan, str):
                 why = why or plan
             elif best is None or (_row_outputs(plan), plan.n_rows, not plan.takes_rows) > \
@@ -898,9 +894,8 @@ def _row_outputs(plan: RowPlan) -> int:
 
 
 def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
-              blocks: frozenset = frozenset({1}), promote: bool = False, fixed: bool = False,
-              cuda: bool = False) -> RowPlan | str:
-    an = _Analysis(gm, n, m, blocks, promote=promote, cols=not cuda)
+              blocks: frozenset = frozenset({1}), promote: bool = False, fixed: bool = False) -> RowPlan | str:
+    an = _Analysis(gm, n, m, blocks, promote=promote)
     an.run()
     outs = _outputs(gm)
     checked: dict = {}
@@ -911,8 +906,6 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
         k = an.state.get(o)
         if k is None or isinstance(k, tuple):
             unchecked[i] = an.cause.get(o, "not row-local")
-        elif k is SUM and cuda:
-            unchecked[i] = SUMS_OFF
         elif k == WHOLE and o.op == "get_attr":
             continue
         else:
@@ -925,8 +918,7 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
     sums = any(k is SUM for k in checked.values())
     if sums and not fixed:  # every row is evaluated, in chunks of m rows that divide them: as few chunks as fit
         m = n
-    runs = 2 if cuda else 3  # (fp64, the control, and off CUDA the control nudged by an ulp)
-    est = _peak_bytes(gm, an, need, m, runs)
+    est = _peak_bytes(gm, an, need, m)
     if isinstance(est, str):
         return est
     if sums and not fixed or est > cap_bytes:  # fewer rows (whole sequences are large): the most that fit
@@ -935,13 +927,13 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
             lo, hi = 0, m  # (the peak grows with the rows: the largest count within the cap, by bisection)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if _peak_bytes(gm, an, need, mid, runs) <= cap_bytes else (lo, mid)
+                lo, hi = (mid, hi) if _peak_bytes(gm, an, need, mid) <= cap_bytes else (lo, mid)
             fit = lo
         if sums:
             fit = max((d for d in range(1, fit + 1) if n % d == 0), default=0)
         if not fit:
             return "sampled rows exceed max_scratch_bytes"
-        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks, promote, fixed=True, cuda=cuda)
+        return _plan_for(gm, placeholders, n, fit, cap_bytes, blocks, promote, fixed=True)
     try:
         rgm = _restricted_graph(gm, an, keep)
     except Exception as e:  # (an op the builder cannot copy: no plan, and it says why)
@@ -951,11 +943,11 @@ def _plan_for(gm: Any, placeholders: list, n: int, m: int, cap_bytes: int,
                    shapes=tuple(_shape(p) for p in placeholders), takes_rows=bool(an.taken & need))
 
 
-def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int, runs: int = 3) -> int | str:
-    """An upper bound on what the restricted graph's two evaluations hold at once with ``m`` rows: each value in
-    fp64 from its node to its last use (inputs and outputs throughout), ``runs`` times (the control in the original
-    dtypes after the fp64 run, whose outputs are kept; off CUDA, the control on inputs nudged by an ulp too, whose
-    moves are kept in fp64); or why it is not known (a symbolic shape)."""
+def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
+    """An upper bound on what the restricted graph's three evaluations hold at once with ``m`` rows: each value in
+    fp64 from its node to its last use (inputs and outputs throughout), three times (the fp64 run, the control in
+    the original dtypes, whose outputs are kept, and the control on inputs nudged by an ulp, whose moves are kept in
+    fp64); or why it is not known (a symbolic shape)."""
     order = [n for n in gm.graph.nodes if n in need]
     last: dict = {}
     for i, node in enumerate(order):
@@ -983,7 +975,47 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int, runs: int = 3) -> int
         live += size[node]
         peak = max(peak, live)
         live -= sum(size[a] for a in dies.get(i, ()))
-    return runs * peak
+    return 3 * peak
+
+
+def whole_peak_bytes(gm: Any) -> int | None:
+    """An upper bound on what the whole-graph judge holds at once when it re-runs ``gm``: each value in fp64 from
+    its node to its last use (views free; the inputs' fp64 copies and the outputs throughout), three times (the
+    fp64 run, the control in the original dtypes and the control nudged by an ulp); None when a shape is symbolic. Measured on an H100 (bench/gpu_session_l.md): GPT-2's forward at 64 x 256 tokens takes 1 GB of inputs
+    and its fp64 re-run peaked at 76 GB, its [16384, 50257] logits and their softmax in fp64."""
+    order = [n for n in gm.graph.nodes if n.op != "output"]
+    last: dict = {}
+    for i, node in enumerate(order):
+        for a in _flat(list(node.args) + list(node.kwargs.values())):
+            if hasattr(a, "op"):
+                last[a] = i
+    keep = set(_outputs(gm))
+    views = {node for node in order if node.op == "call_function" and getattr(node.target, "is_view", False)}
+    for i in range(len(order) - 1, -1, -1):  # (a view keeps its base alive: till the view's last use, or the end)
+        node = order[i]
+        base = node.args[0] if node in views and node.args and hasattr(node.args[0], "op") else None
+        if base is not None:
+            if node in keep:
+                keep.add(base)
+            last[base] = max(last.get(base, i), last.get(node, i))
+    dies: dict = {}
+    for a, j in last.items():
+        if a.op != "placeholder" and a not in keep:
+            dies.setdefault(j, []).append(a)
+    live = peak = 0
+    size: dict = {}
+    for i, node in enumerate(order):
+        if _is_tensor(node):
+            s = _shape(node)
+            if s is None:
+                return None
+            size[node] = 0 if node in views else 8 * math.prod(s)
+        else:
+            size[node] = 0
+        live += size[node]
+        peak = max(peak, live)
+        live -= sum(size[a] for a in dies.get(i, ()))
+    return 3 * peak
 
 
 def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
@@ -1011,4 +1043,4 @@ def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
     return t[tuple(torch.as_tensor(c, device=t.device) for c in coords)]
 
 
-__all__ = ["RowPlan", "plan_rows", "take_rows", "WHOLE", "SUM", "COLS"]
+__all__ = ["RowPlan", "plan_rows", "take_rows", "whole_peak_bytes", "WHOLE", "SUM", "COLS"]
