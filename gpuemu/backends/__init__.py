@@ -94,7 +94,7 @@ def compile_aot(inner: str, gm: Any, example_inputs: Any, *, mode: str | None, o
             try:
                 sh = AotGraphShadow(out, copy, kind=kind, inner=inner, label=label,
                                     cudagraphs=bool(kw.get("cudagraphs")),
-                                    donated=_donated(kind) if inner == "inductor" else frozenset())
+                                    donated=_donated(kind, inner))
             except Exception:
                 return out
             return out if sh.swappable else sh.boxed()
@@ -117,10 +117,10 @@ def compile_aot(inner: str, gm: Any, example_inputs: Any, *, mode: str | None, o
                          bw_compiler=shadowed(lambda kw: "graph.backward", boxed_nop))
 
 
-def _donated(kind: str) -> frozenset:
+def _donated(kind: str, inner: str) -> frozenset:
     """The backward graph's inputs AOTAutograd donates to Inductor (saved activations whose buffers Inductor may
     reuse for its own values, so that they are changed by the call), read while the backward is compiled."""
-    if kind != "graph.backward":
+    if kind != "graph.backward" or inner != "inductor":
         return frozenset()
     try:
         from torch._inductor.utils import get_donated_idxs

@@ -416,9 +416,9 @@ def _graph_capture(rt: Any, args: Any, random: list, gm: Any = None,
         if random:
             chk.skip(f"graph draws random numbers ({', '.join(random[:3])}): an eager re-run would differ")
         elif storage_bytes(tensors.values()) * 3 > rt.settings.max_capture_bytes:
-            return _large_capture(rt, chk, gm, device, "graph inputs exceed max_capture_bytes", tensors, overwritten)
+            return _large_capture(rt, chk, gm, device, "graph inputs exceed max_capture_bytes", list(args), overwritten)
         elif _rerun_refused(rt, gm, device):
-            return _large_capture(rt, chk, gm, device, "the graph's fp64 re-run exceeds max_scratch_bytes", tensors,
+            return _large_capture(rt, chk, gm, device, "the graph's fp64 re-run exceeds max_scratch_bytes", list(args),
                                   overwritten)
         else:
             return capture(tensors)
@@ -471,7 +471,7 @@ def _row_plan(gm: Any, cap: int, device: Any = None) -> tuple[Any, Any]:
 
 
 def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None,
-                   why: str = "graph inputs exceed max_capture_bytes", tensors: dict | None = None,
+                   why: str = "graph inputs exceed max_capture_bytes", args: list | None = None,
                    overwritten: frozenset = frozenset()) -> dict | None:
     """The capture step of a graph call too large to copy: nothing is copied; the outputs that are matrix
     products of tensors at hand get Freivalds' check (gpuemu/hook/large.py), the row-local ones a re-run on
@@ -486,12 +486,13 @@ def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None,
         rt.internal_error("torch.compile/rows/plan", e)
         rplan, gm64 = f"row analysis failed ({type(e).__name__})", None
     copies: dict = {}
-    if overwritten and gm is not None:  # (read after the call, they must be copied before it, or not read)
-        fplan, rplan, copies = _spare_overwritten(rt, gm, fplan, rplan, tensors or {}, overwritten)
+    before: dict | None = None
+    if overwritten and gm is not None:  # (read after the call, they must be copied or evaluated before it)
+        fplan, rplan, copies, before = _spare_overwritten(rt, gm, fplan, rplan, gm64, args or [], overwritten, device)
     if isinstance(rplan, str) and not fplan:
         chk.skip(f"{why} (no output is a matrix product of tensors at hand; {rplan})")
         return None
-    pre: dict = {"__large__": True, "__copies__": copies}
+    pre: dict = {"__large__": True, "__copies__": copies, "__before__": before}
     if fplan:
         pre["__freivalds__"] = fplan
     if not isinstance(rplan, str):
@@ -502,13 +503,16 @@ def _large_capture(rt: Any, chk: Any, gm: Any, device: Any = None,
     return pre
 
 
-def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, tensors: dict,
-                       overwritten: frozenset) -> tuple[list, Any, dict]:
-    """(Freivalds' plan, the rows plan, copies by input index) for a large call whose compiled code may change
-    inputs ``overwritten`` (:func:`overwritten_inputs`): the ones the checks read are copied before the call when
-    together they fit ``max_capture_bytes``; else the checks that read them are dropped, their outputs counted in
+def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, gm64: Any, args: list, overwritten: frozenset,
+                       device: Any) -> tuple[list, Any, dict, dict | None]:
+    """(Freivalds' plan, the rows plan, copies by input index, what the rows' check evaluated before the call) for a
+    large call whose compiled code may change inputs ``overwritten`` (:func:`overwritten_inputs`): the ones the
+    checks read are copied before the call when together they fit ``max_capture_bytes``. Else the rows' check runs
+    its evaluation before the call (within its scratch bound): the sums over the rows, and the last chunk's values
+    kept for its row-local outputs; Freivalds' products that read them are dropped. What is dropped is counted in
     ``stats()["outputs_unchecked"]`` with why."""
     from ..hook.capture import capture, storage_bytes
+    from ..hook.large import scratch_refused
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     index = {p: i for i, p in enumerate(placeholders)}
@@ -532,22 +536,46 @@ def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, tensors: dict,
         r_reads = {i for i, p in enumerate(rph[:len(placeholders)]) if p.users} & overwritten
     need = set().union(r_reads, *f_reads)
     if not need:
-        return fplan, rplan, {}
-    picked = {str(i): tensors.get(str(i)) for i in sorted(need)}
+        return fplan, rplan, {}, None
+    picked = {str(i): args[i] for i in sorted(need) if i < len(args)}
     if storage_bytes(picked.values()) <= rt.settings.max_capture_bytes:
-        return fplan, rplan, capture(picked)
-    why = (f"reads graph input{'s' if len(need) > 1 else ''} {', '.join(str(i) for i in sorted(need))}, which the "
-           "compiled call overwrites (a donated buffer or an in-place update), and copying them before the call "
-           "exceeds max_capture_bytes")
+        return fplan, rplan, capture(picked), None
+    over = (f"graph input{'s' if len(need) > 1 else ''} {', '.join(str(i) for i in sorted(need))}, which the "
+            "compiled call overwrites (a donated buffer or an in-place update), and copying them before the call "
+            "exceeds max_capture_bytes")
     st = rt.stats
     kept = [e for e, r in zip(fplan, f_reads) if not r]
+    why = f"a matrix product that reads {over}"
     for _ in range(len(fplan) - len(kept)):
         st.outputs_unchecked[why] = st.outputs_unchecked.get(why, 0) + 1
+    before = None
     if r_reads:
-        for _ in rplan.outputs:
-            st.outputs_unchecked[why] = st.outputs_unchecked.get(why, 0) + 1
-        rplan = f"the sampled rows' check {why}"
-    return kept, rplan, {}
+        refused = scratch_refused(rt, rplan.est_bytes, device, what="sampled rows")
+        if refused:
+            why = f"the sampled rows' check reads {over}, and {refused}"
+            for _ in rplan.outputs:
+                st.outputs_unchecked[why] = st.outputs_unchecked.get(why, 0) + 1
+            return kept, why, {}, None
+        before = _evaluate_before(rplan, gm64, args, _chunks(rt, rplan), device, need)
+    return kept, rplan, {}, before
+
+
+def _evaluate_before(plan: Any, gm64: Any, args: list, chunks: list, device: Any, overwritten: set) -> dict:
+    """The rows' check's evaluation, run before a call that overwrites inputs it reads: the sums over the rows and
+    the last chunk's values (its inputs copied where they are the overwritten inputs themselves, for the record)."""
+    import torch
+
+    kept: dict = {}
+
+    def keep_last(idx: list, inputs: list, ref: list, eager: list, spread: Any, aux64: set) -> bool:
+        if idx is chunks[-1]:
+            own = [x.clone() if isinstance(x, torch.Tensor) and i in overwritten and x is args[i] else x
+                   for i, x in enumerate(inputs)]
+            kept["v"] = (idx, own, ref, eager, spread, set(aux64))
+        return False
+
+    sums = _evaluate_chunks(plan, gm64, args, chunks, device, keep_last)
+    return {"chunks": chunks, "sums": sums, "kept": kept.get("v")}
 
 
 def _flat_args(n: Any) -> list:
@@ -575,10 +603,75 @@ def _large_judge(rt: Any, chk: Any, shadow: Any, pre: dict, args: Any, compiled:
         if chk.divergence is not None:
             return
     if "__rows__" in pre:
-        _rows_judge(rt, chk, shadow, *pre["__rows__"], list(args), compiled)
+        _rows_judge(rt, chk, shadow, *pre["__rows__"], list(args), compiled, pre.get("__before__"))
 
 
-def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list, compiled: list) -> None:
+def _restricted(plan: Any, args: list, idx: list, device: Any) -> list:
+    """The restricted graph's inputs for rows ``idx``."""
+    import torch
+
+    from .row_local import take_rows
+
+    inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
+              for a, k in zip(args, plan.inputs)]
+    if plan.takes_rows:  # (the restricted graph takes rows of values it computes whole)
+        inputs.append(torch.as_tensor(idx, dtype=torch.int64, device=device))
+    return inputs
+
+
+def _chunks(rt: Any, plan: Any) -> list:
+    """The rows evaluated: every row in chunks of ``plan.m`` when outputs sum over the rows, else sampled ones."""
+    from ..hook.large import sample_rows
+    from .row_local import SUM
+
+    if any(k is SUM for k in plan.outputs.values()):
+        return [list(range(c, c + plan.m)) for c in range(0, plan.n_rows, plan.m)]
+    return [sample_rows(plan.n_rows, seed=rt.stats.checks + plan.n_rows, count=plan.m)]
+
+
+def _evaluate_chunks(plan: Any, gm64: Any, args: list, chunks: list, device: Any,
+                     on_chunk: Any = None) -> tuple[dict, dict, dict, set]:
+    """The restricted graph on each chunk of rows, in fp64 and as the control (and its one-ulp spread): the
+    outputs that sum over the rows added up in fp64 over the chunks, returned as (reference sums, control sums,
+    spread sums, outputs the fp64 run could not compute); each chunk's values go to ``on_chunk(rows, inputs, ref,
+    eager, spread, aux)`` first, which ends the evaluation by returning True. One chunk's values are alive at a
+    time, as the plan's byte bound counts."""
+    import torch
+
+    from .fp64 import Fp64Mode, to_fp64
+    from .row_local import SUM
+
+    sums = [j for j, k in enumerate(plan.outputs.values()) if k is SUM]
+    ref_sum: dict = {}
+    eager_sum: dict = {}
+    spread_sum: dict = {}
+    aux: set = set()
+    for idx in chunks:
+        with torch.no_grad(), _no_autocast():
+            inputs = _restricted(plan, args, idx, device)
+            mode = Fp64Mode()
+            with mode:
+                ref = flat_outputs(gm64(*[to_fp64(x) for x in inputs]))
+            eager = flat_outputs(plan.gm(*inputs))
+            spread = _spread(plan.gm, inputs, eager)
+            for j in sums:
+                if id(ref[j]) in mode.aux:
+                    aux.add(j)
+                if isinstance(ref[j], torch.Tensor) and isinstance(eager[j], torch.Tensor):
+                    r64, e64 = ref[j].to(torch.float64), eager[j].to(torch.float64)
+                    ref_sum[j] = r64 if j not in ref_sum else ref_sum[j] + r64
+                    eager_sum[j] = e64 if j not in eager_sum else eager_sum[j] + e64
+                    if spread is not None and spread[j] is not None:
+                        spread_sum[j] = spread[j] if j not in spread_sum else spread_sum[j] + spread[j]
+            stop = on_chunk is not None and on_chunk(idx, inputs, ref, eager, spread, mode.aux)
+        del ref, eager, spread, inputs  # (one chunk's values alive at a time)
+        if stop:
+            break
+    return ref_sum, eager_sum, spread_sum, aux
+
+
+def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list, compiled: list,
+                before: dict | None = None) -> None:
     """The compiled row-local outputs at sampled rows against the graph evaluated on those rows of its inputs
     (in fp64, and in the original dtypes as the control), by the graph judge. A plan with outputs that sum over
     the rows (a backward's weight gradients) evaluates every row instead, in chunks of ``plan.m``: the row-local
@@ -588,14 +681,14 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     import torch
 
     from ..compare import FAIL, PASS
-    from ..hook.large import sample_rows, scratch_refused
-    from .fp64 import Fp64Mode, to_fp64
+    from ..hook.large import scratch_refused
     from .row_local import SUM, take_rows
 
     prior = chk.verdict  # (Freivalds', when the graph also has matrix-product outputs)
     st = rt.stats
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    why = scratch_refused(rt, plan.est_bytes, device, what="sampled rows")
+    before = before or {}
+    why = scratch_refused(rt, plan.est_bytes, device, what="sampled rows") if "sums" not in before else None
     if any(isinstance(a, torch.Tensor) and want is not None and tuple(a.shape) != want
            for a, want in zip(args, plan.shapes)):
         why = "graph inputs' shapes differ from the traced graph's (no sampled rows)"
@@ -611,49 +704,27 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     states = list(plan.outputs.values())
     sums = [j for j, k in enumerate(states) if k is SUM]
     rows = [j for j, k in enumerate(states) if k is not SUM]
-    if sums:
-        chunks = [list(range(c, c + plan.m)) for c in range(0, plan.n_rows, plan.m)]
-    else:
-        chunks = [sample_rows(plan.n_rows, seed=st.checks + plan.n_rows, count=plan.m)]
+    chunks = before.get("chunks") or _chunks(rt, plan)
     worst = None  # (verdict, index into plan.outputs, notes, rows, inputs, compared outputs: kept for a failure only)
-    ref_sum: dict = {}
-    eager_sum: dict = {}
-    spread_sum: dict = {}
-    aux: set = set()
-    def restricted(idx: list) -> list:
-        """The restricted graph's inputs for rows ``idx``."""
-        inputs = [take_rows(a, k, idx, plan.n_rows) if isinstance(a, torch.Tensor) else a
-                  for a, k in zip(args, plan.inputs)]
-        if plan.takes_rows:  # (the restricted graph takes rows of values it computes whole)
-            inputs.append(torch.as_tensor(idx, dtype=torch.int64, device=device))
-        return inputs
 
-    for idx in chunks:
-        with torch.no_grad(), _no_autocast():
-            inputs = restricted(idx)
-            mode = Fp64Mode()
-            with mode:
-                ref = flat_outputs(gm64(*[to_fp64(x) for x in inputs]))
-            eager = flat_outputs(plan.gm(*inputs))
-            spread = _spread(plan.gm, inputs, eager)
-            for j in sums:
-                if id(ref[j]) in mode.aux:
-                    aux.add(j)
-                if isinstance(ref[j], torch.Tensor) and isinstance(eager[j], torch.Tensor):
-                    r64, e64 = ref[j].to(torch.float64), eager[j].to(torch.float64)
-                    ref_sum[j] = r64 if j not in ref_sum else ref_sum[j] + r64
-                    eager_sum[j] = e64 if j not in eager_sum else eager_sum[j] + e64
-                    if spread is not None and spread[j] is not None:
-                        spread_sum[j] = spread[j] if j not in spread_sum else spread_sum[j] + spread[j]
-            got = [take_rows(compiled[i], k, idx, plan.n_rows) for i, k in plan.outputs.items() if k is not SUM]
-        if rows:
-            v, jj, notes = judge_outputs(got, [ref[j] for j in rows], [eager[j] for j in rows], rt.tolerances,
-                                         skip=mode.aux, spread=None if spread is None else [spread[j] for j in rows])
-            if v is not None and _worse(v, worst):
-                worst = (v, rows[jj], notes, idx, inputs, got) if v.status == FAIL else (v, rows[jj], notes, idx)
-            if worst is not None and worst[0].status == FAIL:
-                break
-        del ref, eager, spread, inputs, got  # (one chunk's values alive at a time, as the plan's bound counts)
+    def judge_rows(idx: list, inputs: list, ref: list, eager: list, spread: Any, aux64: set) -> bool:
+        """The row-local outputs at rows ``idx``; True when a failure ends the evaluation."""
+        nonlocal worst
+        if not rows:
+            return False
+        got = [take_rows(compiled[i], k, idx, plan.n_rows) for i, k in plan.outputs.items() if k is not SUM]
+        v, jj, notes = judge_outputs(got, [ref[j] for j in rows], [eager[j] for j in rows], rt.tolerances,
+                                     skip=aux64, spread=None if spread is None else [spread[j] for j in rows])
+        if v is not None and _worse(v, worst):
+            worst = (v, rows[jj], notes, idx, inputs, got) if v.status == FAIL else (v, rows[jj], notes, idx)
+        return worst is not None and worst[0].status == FAIL
+
+    if "sums" in before:  # (evaluated before the call, which overwrites inputs it reads; the last chunk kept)
+        ref_sum, eager_sum, spread_sum, aux = before["sums"]
+        if before.get("kept"):
+            judge_rows(*before["kept"])
+    else:
+        ref_sum, eager_sum, spread_sum, aux = _evaluate_chunks(plan, gm64, args, chunks, device, judge_rows)
     if sums and (worst is None or worst[0].status != FAIL):
         order = [j for j in sums if j in ref_sum and j not in aux]
         outs = list(plan.outputs)
@@ -676,9 +747,11 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     inputs, got = worst[4:]
     out_i = list(plan.outputs)[j]
     summed = idx == "all"
-    if summed:  # (the record's inputs: the last chunk's, taken again)
-        with torch.no_grad():
-            inputs = restricted(chunks[-1])
+    if summed:  # (the record's inputs: the last chunk's, taken again; before the call when it overwrites them)
+        inputs = before["kept"][1] if before.get("kept") else None
+        if inputs is None:
+            with torch.no_grad():
+                inputs = _restricted(plan, args, chunks[-1], device)
     hook = {"inner": shadow.inner, "label": shadow.label, "graph_kind": getattr(shadow, "kind", "graph.forward"),
             "output_index": j, "graph_output_index": out_i, "rows": idx if not summed else list(chunks[-1]),
             "n_rows": plan.n_rows, "outputs_unchecked": {str(i): why for i, why in plan.unchecked.items()},
