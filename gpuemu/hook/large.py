@@ -46,9 +46,11 @@ takes the [tokens, vocab] gradient of the logits and returns only those) are eva
 chunks of rows as large as the budget allows, each chunk's share added up in fp64 (the row-local outputs are then
 judged chunk by chunk too): counted as "graph (every row, in chunks)" or "graph (Freivalds + every row, in
 chunks)". What it allocates is one chunk's evaluation and the sums; what it costs is the graph's work in fp64.
-Off CUDA only, for now: its one run on an H100 (GPT-2 at batch 64 x 256, bench/gpu_session_k.md) ended with the
-host's own allocation running out of device memory, so on CUDA those outputs stay unchecked ("a sum over the rows
-(not evaluated on CUDA ...)") and the graph's plan is the sampled rows' one measured before.
+Inputs the compiled call overwrites (a backward's saved activations donated to Inductor, an optimizer's in-place
+update) are copied before the call when they fit ``max_capture_bytes``; otherwise the rows' evaluation runs before
+the call and the products Freivalds' check would read from them are counted unchecked (gpuemu/backends/graph.py,
+``_spare_overwritten``). A graph whose inputs fit the cap but whose fp64 re-run would not fit the scratch (a
+language model's logits) is judged here too.
 Counted as "graph (sampled rows)", or "graph (Freivalds + sampled rows)" when a graph has both kinds of
 output (one check: Freivalds' verdict first, then the rows'). A graph with neither stays a skip whose reason
 says why ("graph inputs exceed max_capture_bytes (no output is a matrix product of tensors at hand; no output
