@@ -513,6 +513,7 @@ def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, gm64: Any, arg
     ``stats()["outputs_unchecked"]`` with why."""
     from ..hook.capture import capture, storage_bytes
     from ..hook.large import scratch_refused
+    from .row_local import _flat
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     index = {p: i for i, p in enumerate(placeholders)}
@@ -526,7 +527,7 @@ def _spare_overwritten(rt: Any, gm: Any, fplan: list, rplan: Any, gm64: Any, arg
             seen.add(n)
             if n.op == "placeholder":
                 out.add(index[n])
-            stack.extend(a for a in _flat_args(n) if hasattr(a, "op"))
+            stack.extend(a for a in _flat(list(n.args) + list(n.kwargs.values())) if hasattr(a, "op"))
         return out
 
     f_reads = [reads([e[2], e[3][0], e[4]]) & overwritten for e in fplan]
@@ -576,13 +577,6 @@ def _evaluate_before(plan: Any, gm64: Any, args: list, chunks: list, device: Any
 
     sums = _evaluate_chunks(plan, gm64, args, chunks, device, keep_last)
     return {"chunks": chunks, "sums": sums, "kept": kept.get("v")}
-
-
-def _flat_args(n: Any) -> list:
-    out: list = []
-    for a in list(n.args) + list(n.kwargs.values()):
-        out.extend(a if isinstance(a, (list, tuple)) else [a])
-    return out
 
 
 def _sums_rows(plan: Any) -> bool:
