@@ -15,9 +15,9 @@ Constraints: Hq % Hkv == 0; N >= 1; 1 <= D <= 256 (padded to a power of two insi
 
 Bug (gqa_attention_buggy): the online-softmax update forgets to rescale the accumulator,
 acc = acc + p @ v instead of acc = acc * alpha + p @ v (the running sum l is still rescaled). With one
-key block (N <= BLOCK_N = 128) alpha multiplies a zero accumulator and nothing is lost, so the example
-(N = 128) passes; any N > 128 gives several key blocks and earlier blocks are over-weighted by
-exp(m_new - m_old) (e.g. N = 129, or N = 200 causal: the second query block sees two key blocks).
+key block (N <= BLOCK_N = 128 in fp16/bf16; 32 in fp32) alpha multiplies a zero accumulator and nothing is
+lost, so the example (fp16, N = 128) passes; any N past the block gives several key blocks and earlier blocks are
+over-weighted by exp(m_new - m_old) (e.g. N = 129, or N = 200 causal: the second query block sees two key blocks).
 """
 import math
 
@@ -113,10 +113,13 @@ def _launch(kernel, q, k, v, causal):
         # output or an illegal address (bench/gpu_session_l.md; gpuemu's layout fuzzing found it). Copied instead.
         k = k.contiguous()
     o = torch.empty((B, Hq, N, D), dtype=q.dtype, device=q.device)
-    grid = (triton.cdiv(N, BLOCK_M), B * Hq)
+    # fp32 tiles are twice the bytes: 32 x 32 blocks there (at 64 x 128 an fp32 launch with D = 100 took 44 s to
+    # compile for sm_90 and one with D = 130 took 190 s, register spills for ptxas; at 32 x 32, 3 s and 6 s)
+    bm, bn = (32, 32) if q.dtype == torch.float32 else (BLOCK_M, BLOCK_N)
+    grid = (triton.cdiv(N, bm), B * Hq)
     kernel[grid](q, k, v, o, Hq, N, D, Hq // Hkv, 1.0 / math.sqrt(D),
                  *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-                 CAUSAL=bool(causal), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                 CAUSAL=bool(causal), BLOCK_M=bm, BLOCK_N=bn,
                  BLOCK_D=max(16, triton.next_power_of_2(D)))
     return o
 
