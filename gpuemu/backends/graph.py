@@ -616,9 +616,8 @@ def _restricted(plan: Any, args: list, idx: list, device: Any) -> list:
 def _chunks(rt: Any, plan: Any) -> list:
     """The rows evaluated: every row in chunks of ``plan.m`` when outputs sum over the rows, else sampled ones."""
     from ..hook.large import sample_rows
-    from .row_local import SUM
 
-    if any(k is SUM for k in plan.outputs.values()):
+    if _sums_rows(plan):
         return [list(range(c, c + plan.m)) for c in range(0, plan.n_rows, plan.m)]
     return [sample_rows(plan.n_rows, seed=rt.stats.checks + plan.n_rows, count=plan.m)]
 
@@ -669,7 +668,9 @@ def _rows_judge(rt: Any, chk: Any, shadow: Any, plan: Any, gm64: Any, args: list
     """The compiled row-local outputs at sampled rows against the graph evaluated on those rows of its inputs
     (in fp64, and in the original dtypes as the control), by the graph judge. A plan with outputs that sum over
     the rows (a backward's weight gradients) evaluates every row instead, in chunks of ``plan.m``: the row-local
-    outputs are judged chunk by chunk, the sums once, against the chunks' shares added up in fp64. Outputs that
+    outputs are judged chunk by chunk (on the last chunk only when ``before`` holds the evaluation made before a call
+    that overwrites its inputs: :func:`_evaluate_before`), the sums once, against the chunks' shares added up in
+    fp64. Outputs that
     are neither (a mean loss over every row) are counted in ``stats()["outputs_unchecked"]`` by reason, and in the
     check's ``gpuemu.outputs_unchecked`` attribute."""
     import torch
