@@ -949,19 +949,9 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
     the original dtypes, whose outputs are kept, and the control on inputs nudged by an ulp, whose moves are kept in
     fp64); or why it is not known (a symbolic shape)."""
     order = [n for n in gm.graph.nodes if n in need]
-    last: dict = {}
-    for i, node in enumerate(order):
-        for a in _flat(list(node.args) + list(node.kwargs.values())):
-            if hasattr(a, "op"):
-                last[a] = i
-    dies: dict = {}
-    for a, j in last.items():
-        if a.op != "placeholder":
-            dies.setdefault(j, []).append(a)
-    live = peak = 0
     size: dict = {}
     keep_set = set(_outputs(gm))
-    for i, node in enumerate(order):
+    for node in order:
         s = _shape(node)
         if s is None and (_is_tensor(node) or (node.op == "placeholder" and "val" not in node.meta)):
             return f"no static shape at {node.name}"
@@ -972,23 +962,17 @@ def _peak_bytes(gm: Any, an: _Analysis, need: set, m: int) -> int | str:
             size[node] *= 3  # (and the chunks' sums in fp64: the reference's and the control's)
         if node in an.taken:
             size[node] += 8 * math.prod(s)  # (computed whole before its rows are taken; counted till its last use)
-        live += size[node]
-        peak = max(peak, live)
-        live -= sum(size[a] for a in dies.get(i, ()))
-    return 3 * peak
+    return 3 * _live_peak(order, size, _last_uses(order), {n for n in order if n.op == "placeholder"})
 
 
 def whole_peak_bytes(gm: Any) -> int | None:
     """An upper bound on what the whole-graph judge holds at once when it re-runs ``gm``: each value in fp64 from
     its node to its last use (views free; the inputs' fp64 copies and the outputs throughout), three times (the
-    fp64 run, the control in the original dtypes and the control nudged by an ulp); None when a shape is symbolic. Measured on an H100 (bench/gpu_session_l.md): GPT-2's forward at 64 x 256 tokens takes 1 GB of inputs
-    and its fp64 re-run peaked at 76 GB, its [16384, 50257] logits and their softmax in fp64."""
+    fp64 run, the control in the original dtypes and the control nudged by an ulp); None when a shape is symbolic.
+    Measured on an H100 (bench/gpu_session_l.md): GPT-2's forward at 64 x 256 tokens takes 1 GB of inputs and its
+    fp64 re-run peaked at 76 GB, its [16384, 50257] logits and their softmax in fp64."""
     order = [n for n in gm.graph.nodes if n.op != "output"]
-    last: dict = {}
-    for i, node in enumerate(order):
-        for a in _flat(list(node.args) + list(node.kwargs.values())):
-            if hasattr(a, "op"):
-                last[a] = i
+    last = _last_uses(order)
     keep = set(_outputs(gm))
     views = {node for node in order if node.op == "call_function" and getattr(node.target, "is_view", False)}
     for i in range(len(order) - 1, -1, -1):  # (a view keeps its base alive: till the view's last use, or the end)
@@ -998,13 +982,8 @@ def whole_peak_bytes(gm: Any) -> int | None:
             if node in keep:
                 keep.add(base)
             last[base] = max(last.get(base, i), last.get(node, i))
-    dies: dict = {}
-    for a, j in last.items():
-        if a.op != "placeholder" and a not in keep:
-            dies.setdefault(j, []).append(a)
-    live = peak = 0
     size: dict = {}
-    for i, node in enumerate(order):
+    for node in order:
         if _is_tensor(node):
             s = _shape(node)
             if s is None:
@@ -1012,10 +991,32 @@ def whole_peak_bytes(gm: Any) -> int | None:
             size[node] = 0 if node in views else 8 * math.prod(s)
         else:
             size[node] = 0
+    return 3 * _live_peak(order, size, last, keep | {n for n in order if n.op == "placeholder"})
+
+
+def _last_uses(order: list) -> dict:
+    """Each node's last use: the position in ``order`` of the last node that reads it."""
+    last: dict = {}
+    for i, node in enumerate(order):
+        for a in _flat(list(node.args) + list(node.kwargs.values())):
+            if hasattr(a, "op"):
+                last[a] = i
+    return last
+
+
+def _live_peak(order: list, size: dict, last: dict, alive: set) -> int:
+    """The most bytes alive at once, each node's ``size`` held from its position in ``order`` to its ``last`` use
+    (those in ``alive`` to the end)."""
+    dies: dict = {}
+    for a, j in last.items():
+        if a not in alive:
+            dies.setdefault(j, []).append(a)
+    live = peak = 0
+    for i, node in enumerate(order):
         live += size[node]
         peak = max(peak, live)
         live -= sum(size[a] for a in dies.get(i, ()))
-    return 3 * peak
+    return peak
 
 
 def take_rows(t: Any, k: int, idx: list[int], n: int | None = None) -> Any:
