@@ -128,15 +128,40 @@ class Warming:
                 p.terminate()
         for p in processes:
             p.join(timeout=10)
-            if p.is_alive():  # (a process that outlived SIGTERM, seen once on a loaded 2-core machine: SIGKILL)
+            if _running(p):  # (a process that outlived SIGTERM, seen once on a loaded 2-core machine: SIGKILL)
                 p.kill()
                 p.join(timeout=10)
         self._thread.join(timeout=30)
+
+    def leftover(self) -> list:
+        """The pool's processes still running after :meth:`stop` (none, unless one outlived SIGKILL)."""
+        return [p for p in list(self._processes) if _running(p)]
 
     def join(self, timeout: float | None = None) -> dict | None:
         """Wait for the warming to finish; its :func:`warm` statistics (None if it failed or was stopped early)."""
         self._thread.join(timeout)
         return self.stats
+
+
+def _running(p: Any) -> bool:
+    """Whether process ``p`` still runs. ``is_alive()`` alone is not enough: when another waiter reaped the child
+    first (the pool's own manager thread joins its workers too), ``p`` never learns its exit status and reports it
+    alive for ever; its pid is then gone, or a zombie."""
+    import os
+
+    if not p.is_alive():
+        return False
+    try:
+        with open(f"/proc/{p.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # (no /proc: ask the kernel whether the pid exists)
+        try:
+            os.kill(p.pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
 
 
 def plan_jobs(plans: list[tuple], found: list, workers: int) -> tuple[list[tuple], dict]:
